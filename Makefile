@@ -1,0 +1,84 @@
+# lockbox build: `make` builds build/lockboxd and build/lockbox, `make test`
+# runs the unit and integration suites, `make run` starts the daemon on
+# conf/config.yaml. SAN=address,undefined builds everything with sanitizers.
+
+CC       ?= cc
+BUILD    ?= build
+PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp
+PYTHON   ?= /usr/bin/python3
+CONFIG   ?= conf/config.yaml
+
+# Recursive (=) so pkg-config runs only when a recipe needs it, after
+# scripts/install-deps had the chance to install it on a fresh machine.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-truncation=2 \
+            -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+            -Wcast-qual -Wwrite-strings -Wundef -Wvla -Wnull-dereference \
+            -Wimplicit-fallthrough -Wno-unused-parameter
+HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection \
+            -fPIE -fcf-protection
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) -Isrc $(PKG_CFLAGS) -MMD -MP
+LDFLAGS  ?=
+ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack $(LDFLAGS)
+LIBS     = $(PKG_LIBS) -lpthread
+
+ifneq ($(SAN),)
+  # Sanitizer builds: _FORTIFY_SOURCE conflicts with ASan's interceptors.
+  HARDEN := -fstack-protector-strong -fPIE
+  CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SAN) -fno-sanitize-recover=all
+  LDFLAGS += -fsanitize=$(SAN)
+  BUILD := build/san
+endif
+
+LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
+                     src/ipc/*.c src/jail/*.c src/runtime/*.c))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
+UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)
+
+.PHONY: all deps run test unit integration clean format
+
+all: $(BUILD)/lockboxd $(BUILD)/lockbox
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/liblockbox.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/lockboxd: $(BUILD)/src/main.o $(BUILD)/liblockbox.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/lockbox: $(BUILD)/src/client.o $(BUILD)/liblockbox.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/liblockbox.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+run: all
+	$(BUILD)/lockboxd --config $(CONFIG)
+
+unit: $(BUILD)/unit_tests
+	$(BUILD)/unit_tests
+
+integration: all
+	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+test: unit integration
+
+format:
+	clang-format -i $(shell find src tests -name '*.[ch]')
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(BUILD)/src/main.d $(BUILD)/src/client.d

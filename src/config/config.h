@@ -1,0 +1,78 @@
+/* lockboxd configuration: one struct, filled from built-in defaults, then
+ * the YAML file, then the reference's environment variables. The schema
+ * table in config.c drives parsing, validation, --check-config, the dumped
+ * defaults and docs/CONFIG.md. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct config {
+        /* app (reference keys) */
+        int port;          /* app.port, SANDBOX_PORT */
+        bool debug;        /* app.debug, DEBUG */
+        char *key;         /* app.key, API_KEY */
+        int max_workers;   /* MAX_WORKERS: runs executing at once; more wait */
+        int max_requests;  /* MAX_REQUESTS: runs in flight (running + waiting) */
+        int worker_timeout; /* seconds, WORKER_TIMEOUT */
+        char *python_path;  /* PYTHON_PATH */
+        char *python_pip_mirror_url;          /* PIP_MIRROR_URL */
+        int64_t python_deps_update_interval;  /* seconds, 0 = never; PYTHON_DEPS_UPDATE_INTERVAL */
+        char *nodejs_path;  /* NODEJS_PATH */
+        bool enable_network; /* ENABLE_NETWORK */
+        bool enable_preload; /* ENABLE_PRELOAD */
+        int *allowed_syscalls; /* resolved numbers, ALLOWED_SYSCALLS */
+        size_t n_allowed_syscalls;
+        char *log_path;      /* directory for lockboxd.log, "" = stderr only */
+        char *proxy_socks5;  /* SOCKS5_PROXY */
+        char *proxy_http;    /* HTTP_PROXY */
+        char *proxy_https;   /* HTTPS_PROXY */
+
+        /* server: the HTTP side */
+        char *listen;            /* server.listen: IPv4/IPv6 address to bind */
+        int64_t max_body_bytes;  /* server.max_body_bytes */
+        char *user;              /* server.user: unprivileged account for the HTTP process */
+        int connection_timeout;  /* server.connection_timeout, seconds idle */
+        int max_connections;     /* server.max_connections */
+
+        /* limits: per run */
+        int64_t memory_bytes;    /* limits.memory */
+        int processes;           /* limits.processes (tasks incl. threads) */
+        int64_t output_bytes;    /* limits.output: stdout+stderr together */
+        int64_t tmp_bytes;       /* limits.tmp_size */
+        int tmp_inodes;          /* limits.tmp_inodes */
+        int cpu_seconds;         /* limits.cpu_time */
+        int open_files;          /* limits.open_files */
+        int64_t file_bytes;      /* limits.file_size */
+
+        /* jail */
+        int uid_min;             /* jail.uid_min */
+        int uid_max;             /* jail.uid_max */
+        char **extra_ro_paths;   /* jail.extra_ro_paths: absolute, bound read-only */
+        size_t n_extra_ro_paths;
+        char *hostname;          /* jail.hostname */
+
+        /* dependencies */
+        char *python_requirements; /* dependencies.python_requirements */
+};
+
+/* Reads an environment variable; tests pass their own. */
+typedef const char *(*config_getenv_fn)(const char *name);
+
+/* Fill *cfg with defaults. */
+void config_defaults(struct config *cfg);
+/* Load PATH (NULL = defaults only) then environment overrides. Returns 0 or
+ * -EINVAL/-ENOENT/...; on error writes "file:line:col: key: reason" (or
+ * "env NAME: reason") to err. Warnings (deprecated keys) go to the log. */
+int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn, char *err,
+                size_t errlen);
+/* Same, from a buffer (fuzzing, unit tests); name is used in messages. */
+int config_load_buffer(struct config *cfg, const char *name, const char *yaml, size_t len,
+                       config_getenv_fn getenv_fn, char *err, size_t errlen);
+void config_free(struct config *cfg);
+/* Print every key with its effective value (key redacted) in YAML form. */
+void config_dump(const struct config *cfg, FILE *out);
+/* Markdown table of every key, for docs/CONFIG.md. */
+void config_doc(FILE *out);

@@ -1,0 +1,26 @@
+/* Building the JSON bodies lockbox sends: the reference's envelope
+ * {"code","message","data"} and the run result with its "error" text.
+ * All functions return a malloc'd NUL-terminated JSON string or NULL on
+ * allocation failure. */
+#pragma once
+
+#include <stddef.h>
+
+#include "ipc/outcome.h"
+
+/* {"code":code,"message":message,"data":null} */
+char *result_error_json(int code, const char *message);
+/* {"code":0,"message":"success","data":{...}} for a finished run; for a
+ * non-DONE status, the matching error envelope (-429, -503, -500). */
+char *result_run_json(const struct run_outcome *o);
+/* The "error" field: "" when exit_code is 0 and no reason, else
+ * "process exited with code N", "\n" + reason line, "\n"-joined stderr. */
+char *result_error_text(const struct run_outcome *o);
+/* The reason line ("error: timeout", ...) or NULL for REASON_NONE. */
+char *result_reason_text(const struct proto_result *r);
+/* "ok", "runtime_error", "timeout", "syscall_denied", "memory_limit",
+ * "output_limit". */
+const char *result_status_name(const struct proto_result *r);
+/* Copy len bytes replacing each byte that is not part of a well-formed
+ * UTF-8 sequence with U+FFFD; valid input comes back byte-identical. */
+char *utf8_sanitize(const char *in, size_t len, size_t *ret_len);

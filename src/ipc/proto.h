@@ -1,0 +1,72 @@
+/* Messages between the unprivileged HTTP process and the root jailer.
+ * The jailer serves a closed menu: RUN (on the control socket, with four
+ * fds), KILL (on the run's own channel) and it answers with one RESULT.
+ * Anything else, or a malformed message, closes the channel. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PROTO_MAGIC 0x6c6b6278u /* "lkbx" */
+#define PROTO_TRACE_LEN 32      /* hex chars of a W3C trace id */
+
+enum proto_type {
+        PROTO_RUN = 1,
+        PROTO_KILL = 2,
+        PROTO_RESULT = 3,
+};
+
+enum proto_language {
+        LANG_PYTHON3 = 1,
+        LANG_NODEJS = 2,
+};
+
+/* Why the sandbox ended a run; NONE when the program ended by itself. */
+enum run_reason {
+        REASON_NONE = 0,
+        REASON_TIMEOUT,
+        REASON_SYSCALL,
+        REASON_MEMORY,
+        REASON_OUTPUT,
+        REASON_CPU,
+        REASON_SIGNAL, /* died of a signal the sandbox did not send */
+};
+
+/* Outcome of the request as a whole, mapped to the envelope's code. */
+enum run_status {
+        RUN_STATUS_DONE = 0,        /* ran; code 0 */
+        RUN_STATUS_NO_IDENTITY = 1, /* UID pool exhausted; code -429 */
+        RUN_STATUS_BUSY = 2,        /* jailer at capacity; code -503 */
+        RUN_STATUS_INTERNAL = 3,    /* jail set-up failed; code -500 */
+};
+
+struct proto_header {
+        uint32_t magic;
+        uint32_t type;
+};
+
+/* HTTP -> jailer, with fds [channel, code pipe read end, stdout write end,
+ * stderr write end] attached. The code pipe carries an 8-byte little-endian
+ * preload length, the preload, then the code. */
+struct proto_run {
+        struct proto_header hdr;
+        uint32_t language;
+        uint32_t network; /* 0/1, already clamped by the server config */
+        char trace_id[PROTO_TRACE_LEN + 1];
+};
+
+/* jailer -> HTTP on the run channel, sent once every process of the run is
+ * gone and its cgroups, mounts and UID are released. */
+struct proto_result {
+        struct proto_header hdr;
+        uint32_t status; /* enum run_status */
+        int32_t exit_code;
+        uint32_t reason; /* enum run_reason */
+        int32_t signal;
+        int32_t syscall_nr;
+        char syscall_name[48];
+        uint64_t wall_us;
+        uint64_t cpu_us;
+        uint64_t memory_peak;
+        char message[200]; /* for INTERNAL: which jail step failed and why */
+};

@@ -1,0 +1,70 @@
+/* Minimal unit-test harness: TEST() registers a case at load time; the
+ * runner (tests/unit/main.c) runs each case in its own forked process so a
+ * crash fails one case, and ends with "N passed, N failed". Assertions
+ * print both sides and stop the case. */
+#pragma once
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef void (*test_fn)(void);
+void test_register(const char *name, test_fn fn, const char *file);
+void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+extern bool test_failed;
+
+#define TEST(name)                                                                                 \
+        static void test_##name(void);                                                             \
+        __attribute__((constructor)) static void test_reg_##name(void)                             \
+        {                                                                                          \
+                test_register(#name, test_##name, __FILE__);                                       \
+        }                                                                                          \
+        static void test_##name(void)
+
+#define EXPECT_TRUE(c)                                                                             \
+        do {                                                                                       \
+                if (!(c)) {                                                                        \
+                        test_fail(__FILE__, __LINE__, "expected true: %s", #c);                    \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+#define EXPECT_INT_EQ(a, b)                                                                        \
+        do {                                                                                       \
+                long long _a = (long long)(a), _b = (long long)(b);                                \
+                if (_a != _b) {                                                                    \
+                        test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, _a, _b);   \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+#define EXPECT_STR_EQ(a, b)                                                                        \
+        do {                                                                                       \
+                const char *_a = (a), *_b = (b);                                                   \
+                if (!_a || !_b || strcmp(_a, _b) != 0) {                                           \
+                        test_fail(__FILE__, __LINE__, "%s == %s:\n    got:  \"%s\"\n    want: \"%s\"", \
+                                  #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");                 \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+#define EXPECT_STR_CONTAINS(hay, needle)                                                           \
+        do {                                                                                       \
+                const char *_h = (hay), *_n = (needle);                                            \
+                if (!_h || !strstr(_h, _n)) {                                                      \
+                        test_fail(__FILE__, __LINE__, "%s contains %s:\n    got:  \"%s\"\n    want substring: \"%s\"", \
+                                  #hay, #needle, _h ? _h : "(null)", _n);                          \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+#define EXPECT_MEM_EQ(a, alen, b, blen)                                                            \
+        do {                                                                                       \
+                size_t _al = (alen), _bl = (blen);                                                 \
+                if (_al != _bl || memcmp((a), (b), _al) != 0) {                                    \
+                        test_fail(__FILE__, __LINE__, "%s == %s: lengths %zu vs %zu or bytes differ", \
+                                  #a, #b, _al, _bl);                                               \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
