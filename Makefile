@@ -13,9 +13,9 @@ CONFIG   ?= conf/config.yaml
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 
-WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-truncation=2 \
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-truncation \
             -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
-            -Wcast-qual -Wwrite-strings -Wundef -Wvla -Wnull-dereference \
+            -Wwrite-strings -Wundef -Wvla -Wnull-dereference \
             -Wimplicit-fallthrough -Wno-unused-parameter
 HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection \
             -fPIE -fcf-protection
@@ -34,14 +34,15 @@ ifneq ($(SAN),)
 endif
 
 LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
-                     src/ipc/*.c src/jail/*.c src/runtime/*.c))
+                     src/ipc/*.c src/jail/*.c src/runtime/*.c \
+                     src/pool/*.c src/daemon/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)
 
 .PHONY: all deps run test unit integration clean format
 
-all: $(BUILD)/lockboxd $(BUILD)/lockbox
+all: $(BUILD)/lockboxd
 
 deps:
 	@scripts/install-deps
@@ -57,9 +58,6 @@ $(BUILD)/liblockbox.a: $(LIB_OBJS)
 $(BUILD)/lockboxd: $(BUILD)/src/main.o $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/lockbox: $(BUILD)/src/client.o $(BUILD)/liblockbox.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
-
 $(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -70,7 +68,7 @@ unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
 integration: all
-	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
+	LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 test: unit integration
@@ -81,4 +79,4 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(BUILD)/src/main.d $(BUILD)/src/client.d
+-include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(BUILD)/src/main.d

@@ -18,6 +18,11 @@ void log_setup(const char *role, bool debug, int file_fd)
         log_file_fd = file_fd;
 }
 
+int log_get_file_fd(void)
+{
+        return log_file_fd;
+}
+
 void log_set_role(const char *role)
 {
         log_role = role;

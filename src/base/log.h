@@ -13,6 +13,7 @@ enum log_level { LOGL_DEBUG, LOGL_INFO, LOGL_WARN, LOGL_ERROR };
 /* role: "main", "jailer", "http"...; file_fd: extra sink or -1. */
 void log_setup(const char *role, bool debug, int file_fd);
 void log_set_role(const char *role);
+int log_get_file_fd(void);
 void log_emit(enum log_level lvl, const char *trace_id, const char *event, const char *fmt, ...)
         _printf_(4, 5);
 /* Quote a value for logfmt; returns one of a few thread-local buffers. */

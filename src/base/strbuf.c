@@ -1,6 +1,7 @@
 /* Growable, capped byte buffer (see strbuf.h). */
 #include "base/strbuf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,168 @@
+/* lockboxd's process model (see daemon.h): as root, check the host, bind
+ * the port and build the jailer; then fork the HTTP process, which drops to
+ * server.user with no capabilities, and serve runs in the jailer. */
+#include "daemon/daemon.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "http/server.h"
+#include "pool/jailer.h"
+
+static int open_listener(const struct config *cfg, int *ret, char *err, size_t errlen)
+{
+        struct sockaddr_storage ss = {0};
+        socklen_t len;
+        struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        if (inet_pton(AF_INET, cfg->listen, &in4->sin_addr) == 1) {
+                in4->sin_family = AF_INET;
+                in4->sin_port = htons((uint16_t)cfg->port);
+                len = sizeof(*in4);
+        } else if (inet_pton(AF_INET6, cfg->listen, &in6->sin6_addr) == 1) {
+                in6->sin6_family = AF_INET6;
+                in6->sin6_port = htons((uint16_t)cfg->port);
+                len = sizeof(*in6);
+        } else {
+                snprintf(err, errlen, "server.listen: '%s' is not an IP address", cfg->listen);
+                return -EINVAL;
+        }
+        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 511) < 0) {
+                snprintf(err, errlen, "cannot listen on %s port %d: %s", cfg->listen, cfg->port,
+                         strerror(errno));
+                return -errno;
+        }
+        *ret = TAKE_FD(fd);
+        return 0;
+}
+
+static int lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *err,
+                       size_t errlen)
+{
+        struct passwd *pw = getpwnam(name);
+        if (pw) {
+                *ret_uid = pw->pw_uid;
+                *ret_gid = pw->pw_gid;
+        } else if (strcmp(name, "nobody") == 0) {
+                *ret_uid = *ret_gid = 65534;
+        } else {
+                snprintf(err, errlen, "server.user: no such user '%s'", name);
+                return -ENOENT;
+        }
+        if (*ret_uid == 0) {
+                snprintf(err, errlen, "server.user: '%s' is root; the HTTP side must not be",
+                         name);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int absolute_path(const char *path, char **ret)
+{
+        char cwd[PATH_MAX];
+        if (path[0] == '/')
+                *ret = strdup(path);
+        else if (!getcwd(cwd, sizeof(cwd)) || asprintf(ret, "%s/%s", cwd, path) < 0)
+                return -errno;
+        return *ret ? 0 : -ENOMEM;
+}
+
+static void close_all_except(const int *keep, size_t n)
+{
+        int lo = 3;
+        for (;;) {
+                int next = INT_MAX;
+                for (size_t i = 0; i < n; i++)
+                        if (keep[i] >= lo && keep[i] < next)
+                                next = keep[i];
+                if (next > lo)
+                        syscall(SYS_close_range, lo, next == INT_MAX ? ~0U : (unsigned)next - 1, 0);
+                if (next == INT_MAX)
+                        return;
+                lo = next + 1;
+        }
+}
+
+/* The HTTP process: no capabilities, not dumpable (so other processes of
+ * the same account cannot read the API key from it), dies with the jailer. */
+static _Noreturn void http_child(const struct config *cfg, const struct http_server_opts *o,
+                                 uid_t uid, gid_t gid, pid_t jailer)
+{
+        log_set_role("http");
+        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+                log_error(NULL, "http.drop_privileges", "error=%s", log_q(strerror(errno)));
+                _exit(1);
+        }
+        if (getppid() != jailer)
+                _exit(1);
+        _exit(http_server_run(o));
+}
+
+int daemon_main(const struct config *cfg, char *err, size_t errlen)
+{
+        if (geteuid() != 0) {
+                snprintf(err, errlen, "must run as root: it creates namespaces and cgroups "
+                                      "and switches runs to sandbox UIDs");
+                return 1;
+        }
+        uid_t uid;
+        gid_t gid;
+        _cleanup_free_ char *reqs = NULL;
+        _cleanup_close_ int lfd = -1;
+        struct jailer *j = NULL;
+        if (lookup_user(cfg->user, &uid, &gid, err, errlen) < 0 ||
+            absolute_path(cfg->python_requirements, &reqs) < 0 ||
+            open_listener(cfg, &lfd, err, errlen) < 0 || jailer_new(cfg, &j, err, errlen) < 0)
+                return 1;
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                snprintf(err, errlen, "control socket: %s", strerror(errno));
+                jailer_free(j);
+                return 1;
+        }
+        pid_t jailer_pid = getpid();
+        pid_t pid = fork();
+        if (pid == 0) {
+                int keep[] = {lfd, sv[1], log_get_file_fd()};
+                close_all_except(keep, ELEMENTSOF(keep));
+                struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .ctrl_fd = sv[1],
+                                             .requirements_path = reqs};
+                http_child(cfg, &o, uid, gid, jailer_pid);
+        }
+        close(sv[1]);
+        lfd = safe_close(lfd);
+        if (pid < 0) {
+                snprintf(err, errlen, "fork: %s", strerror(errno));
+                close(sv[0]);
+                jailer_free(j);
+                return 1;
+        }
+        log_set_role("jailer");
+        int code = jailer_run(j, sv[0], pid);
+        close(sv[0]);
+        jailer_free(j);
+        return code;
+}

@@ -1,0 +1,14 @@
+/* Process set-up of lockboxd: start-up checks, the listening socket, the
+ * split into the unprivileged HTTP process and the root jailer, and the
+ * exit code of the whole. */
+#pragma once
+
+#include <stddef.h>
+
+struct config;
+
+#define LOCKBOX_VERSION "0.1.0"
+
+/* Runs the service until it stops; returns the exit code. On a start-up
+ * failure err holds one clear line. */
+int daemon_main(const struct config *cfg, char *err, size_t errlen);

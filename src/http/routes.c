@@ -1,0 +1,190 @@
+/* Route handlers (see routes.h): health, run, and the three dependency
+ * routes. The run route applies max_requests (503), then queues for one of
+ * max_workers slots, then hands the run to the jailer. */
+#include "http/routes.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "http/deps.h"
+#include "http/request.h"
+#include "http/result.h"
+#include "ipc/client.h"
+#include "ipc/proto.h"
+
+static struct http_reply reply(unsigned status, char *body)
+{
+        return (struct http_reply){.status = status, .body = body};
+}
+
+static struct http_reply reply_error(unsigned status, int code, const char *message)
+{
+        return reply(status, result_error_json(code, message));
+}
+
+struct http_reply route_health(struct http_state *st, const struct http_call *c)
+{
+        return reply(200, strdup("\"ok\""));
+}
+
+static int language_id(const char *name)
+{
+        if (strcmp(name, "python3") == 0)
+                return LANG_PYTHON3;
+        return -1; /* nodejs arrives with its runtime */
+}
+
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait for a worker slot; gives up (false) when the server is stopping. */
+static bool take_worker(struct http_state *st)
+{
+        for (;;) {
+                if (atomic_load(&st->stopping))
+                        return false;
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 200 * 1000000;
+                if (ts.tv_nsec >= 1000000000) {
+                        ts.tv_sec++;
+                        ts.tv_nsec -= 1000000000;
+                }
+                if (sem_timedwait(&st->workers, &ts) == 0)
+                        return true;
+        }
+}
+
+static struct http_reply execute(struct http_state *st, const struct http_call *c,
+                                 const struct run_request *req, int lang)
+{
+        const struct config *cfg = st->cfg;
+        struct ipc_run_params p = {
+                .language = (uint32_t)lang,
+                .network = req->enable_network && cfg->enable_network,
+                .trace_id = c->trace->trace_id,
+                .code = req->code,
+                .code_len = req->code_len,
+                .preload = cfg->enable_preload ? req->preload : "",
+                .preload_len = cfg->enable_preload ? req->preload_len : 0,
+                .output_cap = (size_t)cfg->output_bytes,
+                .deadline_ms = cfg->worker_timeout * 1000 + 30000,
+        };
+        int64_t queued = mono_ms();
+        if (!take_worker(st))
+                return reply_error(503, -503, "server is shutting down");
+        int64_t started = mono_ms();
+        struct run_outcome o;
+        int r = ipc_run(st->ctrl_fd, &p, &o);
+        sem_post(&st->workers);
+        if (r < 0) {
+                log_error(c->trace->trace_id, "run.ipc_failed", "error=%s",
+                          log_q(strerror(-r)));
+                char msg[128];
+                snprintf(msg, sizeof(msg), "sandbox unavailable: %s", strerror(-r));
+                return reply_error(200, -500, msg);
+        }
+        log_info(c->trace->trace_id, "run", "lang=%s status=%s exit_code=%d queue_ms=%lld "
+                 "total_ms=%lld stdout_bytes=%zu stderr_bytes=%zu",
+                 req->language, o.res.status == RUN_STATUS_DONE ? result_status_name(&o.res)
+                                                                 : "refused",
+                 o.res.exit_code, (long long)(started - queued),
+                 (long long)(mono_ms() - queued), o.out.len, o.err.len);
+        char *body = result_run_json(&o);
+        run_outcome_free(&o);
+        unsigned status = 200;
+        if (o.res.status == RUN_STATUS_BUSY)
+                status = 503;
+        return reply(status, body);
+}
+
+struct http_reply route_run(struct http_state *st, const struct http_call *c)
+{
+        struct run_request req;
+        char err[256];
+        if (request_decode_run(c->content_type, c->body, c->body_len, &req, err, sizeof(err)) < 0)
+                return reply_error(200, -400, err);
+        int lang = language_id(req.language);
+        if (lang < 0) {
+                run_request_clear(&req);
+                return reply_error(400, -400, "unsupported language");
+        }
+        if (atomic_fetch_add(&st->in_flight, 1) >= st->cfg->max_requests) {
+                atomic_fetch_sub(&st->in_flight, 1);
+                run_request_clear(&req);
+                return reply_error(503, -503, "Too many requests");
+        }
+        struct http_reply rep = execute(st, c, &req, lang);
+        atomic_fetch_sub(&st->in_flight, 1);
+        run_request_clear(&req);
+        return rep;
+}
+
+/* The dependency routes take `language` from the query (GET) or body. */
+static bool python_language(const struct http_call *c, struct http_reply *ret)
+{
+        _cleanup_free_ char *lang = NULL;
+        char err[256];
+        if (request_decode_language(c->content_type, c->body, c->body_len, c->query_language,
+                                    &lang, err, sizeof(err)) < 0) {
+                *ret = reply_error(200, -400, err);
+                return false;
+        }
+        if (strcmp(lang, "python3") != 0) {
+                *ret = reply_error(400, -400, "unsupported language");
+                return false;
+        }
+        return true;
+}
+
+static struct http_reply list_deps(struct http_state *st)
+{
+        json_t *deps = NULL;
+        char err[256];
+        if (deps_list_requirements(st->requirements_path, &deps, err, sizeof(err)) < 0)
+                return reply_error(200, -500, err);
+        json_t *root = json_pack("{s:i,s:s,s:{s:o}}", "code", 0, "message", "success", "data",
+                                 "dependencies", deps);
+        char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
+        json_decref(root);
+        return reply(200, body);
+}
+
+struct http_reply route_deps_list(struct http_state *st, const struct http_call *c)
+{
+        struct http_reply r;
+        if (!python_language(c, &r))
+                return r;
+        return list_deps(st);
+}
+
+struct http_reply route_deps_update(struct http_state *st, const struct http_call *c)
+{
+        struct http_reply r;
+        if (!python_language(c, &r))
+                return r;
+        /* Nothing to install yet: the dependency layer arrives later (see
+         * docs/API.md); re-reading the file proves it is readable. */
+        json_t *deps = NULL;
+        char err[256];
+        if (deps_list_requirements(st->requirements_path, &deps, err, sizeof(err)) < 0)
+                return reply_error(200, -500, err);
+        json_decref(deps);
+        return reply(200, strdup("{\"code\":0,\"message\":\"success\",\"data\":{}}"));
+}
+
+struct http_reply route_deps_refresh(struct http_state *st, const struct http_call *c)
+{
+        return route_deps_list(st, c);
+}

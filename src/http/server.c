@@ -1,0 +1,280 @@
+/* libmicrohttpd plumbing (see server.h): the route table, authentication
+ * with a constant-time key check, the body cap, response headers, and the
+ * graceful stop (refuse new work, let requests in flight finish). */
+#include "http/server.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/trace.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "http/result.h"
+#include "http/routes.h"
+
+struct route {
+        const char *method;
+        const char *path;
+        bool auth;
+        struct http_reply (*handle)(struct http_state *st, const struct http_call *c);
+};
+
+static const struct route routes[] = {
+        {"GET", "/health", false, route_health},
+        {"POST", "/v1/sandbox/run", true, route_run},
+        {"GET", "/v1/sandbox/dependencies", true, route_deps_list},
+        {"POST", "/v1/sandbox/dependencies/update", true, route_deps_update},
+        {"GET", "/v1/sandbox/dependencies/refresh", true, route_deps_refresh},
+};
+
+struct request {
+        const struct route *route;
+        struct strbuf body;
+        bool too_large, answered;
+        struct trace trace;
+        struct timespec start;
+};
+
+/* Equal-length comparison that looks at every byte of the key whatever
+ * the input; only the key's length could leak, never its content. */
+static bool key_matches(const char *given, const char *key)
+{
+        size_t gl = given ? strlen(given) : 0, kl = strlen(key);
+        unsigned char diff = gl != kl;
+        for (size_t i = 0; i < kl; i++)
+                diff |= (unsigned char)((i < gl ? given[i] : 0) ^ key[i]);
+        return given && diff == 0;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *rq,
+                                  struct http_reply rep, bool close_after)
+{
+        size_t len = rep.body ? strlen(rep.body) : 0;
+        struct MHD_Response *resp =
+                MHD_create_response_from_buffer(len, rep.body ? rep.body : (void *)"",
+                                                rep.body ? MHD_RESPMEM_MUST_FREE
+                                                         : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+                free(rep.body);
+                return MHD_NO;
+        }
+        char tp[64];
+        trace_format(&rq->trace, tp, sizeof(tp));
+        if (rep.body)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(resp, "traceparent", tp);
+        if (close_after)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        enum MHD_Result r = MHD_queue_response(conn, rep.status, resp);
+        MHD_destroy_response(resp);
+        rq->answered = true;
+        return r;
+}
+
+static const struct route *find_route(const char *method, const char *url, bool *ret_path_known)
+{
+        *ret_path_known = false;
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                if (strcmp(routes[i].path, url) != 0)
+                        continue;
+                *ret_path_known = true;
+                if (strcmp(routes[i].method, method) == 0)
+                        return &routes[i];
+        }
+        return NULL;
+}
+
+static int64_t ms_since(const struct timespec *t)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static struct http_reply too_large(const struct config *cfg)
+{
+        char msg[96];
+        snprintf(msg, sizeof(msg), "request body larger than %lld bytes",
+                 (long long)cfg->max_body_bytes);
+        return (struct http_reply){413, result_error_json(-413, msg)};
+}
+
+/* First call for a request: route, auth and the declared body size can
+ * all be answered before reading the body. */
+static enum MHD_Result first_call(struct http_state *st, struct MHD_Connection *conn,
+                                  struct request *rq, const char *method, const char *url)
+{
+        bool known;
+        rq->route = find_route(method, url, &known);
+        if (!rq->route)
+                return send_reply(conn, rq,
+                                  known ? (struct http_reply){405, result_error_json(
+                                                                          -405, "method not allowed")}
+                                        : (struct http_reply){404, result_error_json(
+                                                                          -404, "not found")},
+                                  false);
+        if (rq->route->auth &&
+            !key_matches(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key"),
+                         st->cfg->key))
+                return send_reply(conn, rq, (struct http_reply){401, NULL}, false);
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)st->cfg->max_body_bytes)
+                return send_reply(conn, rq, too_large(st->cfg), true);
+        return MHD_YES;
+}
+
+static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *conn,
+                                  struct request *rq)
+{
+        if (rq->too_large)
+                return send_reply(conn, rq, too_large(st->cfg), true);
+        if (atomic_load(&st->stopping))
+                return send_reply(conn, rq,
+                                  (struct http_reply){503, result_error_json(
+                                                                   -503, "server is shutting down")},
+                                  true);
+        atomic_fetch_add(&st->active, 1);
+        struct http_call call = {
+                .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                            MHD_HTTP_HEADER_CONTENT_TYPE),
+                .body = rq->body.data ? rq->body.data : "",
+                .body_len = rq->body.len,
+                .query_language = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+                                                              "language"),
+                .trace = &rq->trace,
+        };
+        struct http_reply rep = rq->route->handle(st, &call);
+        if (!rep.body && rep.status != 401)
+                rep = (struct http_reply){200, result_error_json(-500, "out of memory")};
+        enum MHD_Result r = send_reply(conn, rq, rep, false);
+        atomic_fetch_sub(&st->active, 1);
+        return r;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+        struct http_state *st = cls;
+        struct request *rq = *req_cls;
+        if (!rq) {
+                rq = calloc(1, sizeof(*rq));
+                if (!rq)
+                        return MHD_NO;
+                *req_cls = rq;
+                clock_gettime(CLOCK_MONOTONIC, &rq->start);
+                strbuf_init(&rq->body, (size_t)st->cfg->max_body_bytes);
+                trace_from_header(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                              "traceparent"),
+                                  &rq->trace);
+                return first_call(st, conn, rq, method, url);
+        }
+        if (rq->answered) {
+                *upload_data_size = 0; /* discard the rest of a refused body */
+                return MHD_YES;
+        }
+        if (*upload_data_size) {
+                if (!rq->too_large && strbuf_append(&rq->body, upload_data, *upload_data_size) < 0) {
+                        rq->too_large = true;
+                        strbuf_free(&rq->body);
+                }
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        return final_call(st, conn, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        struct request *rq = *req_cls;
+        if (!rq)
+                return;
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        log_info(rq->trace.trace_id, "http.request", "route=%s status=%u duration_ms=%lld%s",
+                 rq->route ? rq->route->path : "-", ci ? ci->http_status : 0,
+                 (long long)ms_since(&rq->start),
+                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
+        strbuf_free(&rq->body);
+        free(rq);
+        *req_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        char msg[512];
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        msg[strcspn(msg, "\n")] = '\0';
+        log_warn(NULL, "http.mhd", "msg=%s", log_q(msg));
+}
+
+static struct MHD_Daemon *start_daemon(struct http_state *st, const struct http_server_opts *o)
+{
+        const struct config *cfg = o->cfg;
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        return MHD_start_daemon(
+                flags, 0, NULL, NULL, on_request, st, MHD_OPTION_LISTEN_SOCKET, o->listen_fd,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, st, MHD_OPTION_EXTERNAL_LOGGER,
+                mhd_log, st, MHD_OPTION_END);
+}
+
+/* Requests in flight finish (each run is bounded by worker_timeout);
+ * new ones are refused with 503 meanwhile. */
+static void drain(struct http_state *st)
+{
+        int64_t limit_ms = (int64_t)st->cfg->worker_timeout * 1000 + 5000;
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        while ((atomic_load(&st->active) > 0 || atomic_load(&st->in_flight) > 0) &&
+               ms_since(&start) < limit_ms)
+                nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
+}
+
+int http_server_run(const struct http_server_opts *o)
+{
+        struct http_state st = {.cfg = o->cfg, .ctrl_fd = o->ctrl_fd,
+                                .requirements_path = o->requirements_path};
+        if (sem_init(&st.workers, 0, (unsigned)o->cfg->max_workers) < 0)
+                return 1;
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL); /* MHD's threads inherit it */
+        signal(SIGPIPE, SIG_IGN);
+        struct MHD_Daemon *d = start_daemon(&st, o);
+        if (!d) {
+                log_error(NULL, "http.start_failed", "error=%s", log_q(strerror(errno)));
+                return 1;
+        }
+        log_info(NULL, "http.listening", "listen=%s port=%d", o->cfg->listen, o->cfg->port);
+        int sig = 0;
+        while (sigwait(&mask, &sig) == 0 && sig == SIGHUP)
+                ;
+        atomic_store(&st.stopping, true);
+        MHD_socket lfd = MHD_quiesce_daemon(d);
+        if (lfd != MHD_INVALID_SOCKET)
+                close(lfd);
+        log_info(NULL, "http.stopping", "signal=%d in_flight=%d", sig, atomic_load(&st.in_flight));
+        drain(&st);
+        MHD_stop_daemon(d);
+        sem_destroy(&st.workers);
+        log_info(NULL, "http.stopped", "%s", "");
+        return 0;
+}

@@ -1,0 +1,195 @@
+/* One run as seen from the HTTP process (see client.h). Everything is
+ * driven by one poll loop in the request's thread; no buffer grows past
+ * the output cap, and the loop ends only when the RESULT has arrived and
+ * both streams are at EOF, i.e. every process of the run is gone. */
+#include "ipc/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "ipc/channel.h"
+
+struct pump {
+        const struct ipc_run_params *p;
+        struct run_outcome *o;
+        int chan, code_w, out_r, err_r;
+        uint8_t header[8];
+        size_t written; /* bytes of header+preload+code sent */
+        bool have_result, kill_sent;
+};
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int start_run(int ctrl_fd, const struct ipc_run_params *p, struct pump *u)
+{
+        int code[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ch[2] = {-1, -1};
+        int r = 0;
+        if (pipe2(code, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+            pipe2(err, O_CLOEXEC) < 0 ||
+            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)
+                r = -errno;
+        if (r == 0) {
+                struct proto_run m = {.hdr = {PROTO_MAGIC, PROTO_RUN},
+                                      .language = p->language,
+                                      .network = p->network};
+                strncpy(m.trace_id, p->trace_id ? p->trace_id : "", PROTO_TRACE_LEN);
+                int fds[4] = {ch[1], code[0], out[1], err[1]};
+                r = channel_send(ctrl_fd, &m, sizeof(m), fds, 4);
+        }
+        /* Our copies of the far ends go now: EOF then means the run is over. */
+        safe_close(ch[1]);
+        safe_close(code[0]);
+        safe_close(out[1]);
+        safe_close(err[1]);
+        u->chan = ch[0];
+        u->code_w = code[1];
+        u->out_r = out[0];
+        u->err_r = err[0];
+        if (u->code_w >= 0)
+                fcntl(u->code_w, F_SETFL, O_NONBLOCK);
+        return r;
+}
+
+/* Write as much of header, preload, code as the pipe takes. */
+static void feed_code(struct pump *u)
+{
+        const struct ipc_run_params *p = u->p;
+        const struct {
+                const void *data;
+                size_t len;
+        } parts[] = {{u->header, 8}, {p->preload, p->preload_len}, {p->code, p->code_len}};
+        size_t base = 0;
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+                while (u->written < base + parts[i].len) {
+                        size_t off = u->written - base;
+                        ssize_t n = write(u->code_w, (const char *)parts[i].data + off,
+                                          parts[i].len - off);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0 && errno == EAGAIN)
+                                return;
+                        if (n <= 0) { /* EPIPE: the program is gone or never read */
+                                u->code_w = safe_close(u->code_w);
+                                return;
+                        }
+                        u->written += (size_t)n;
+                }
+                base += parts[i].len;
+        }
+        u->code_w = safe_close(u->code_w); /* all sent: the reader sees EOF */
+}
+
+static void request_kill(struct pump *u)
+{
+        if (u->kill_sent || u->have_result)
+                return;
+        struct proto_header k = {PROTO_MAGIC, PROTO_KILL};
+        channel_send(u->chan, &k, sizeof(k), NULL, 0);
+        u->kill_sent = true;
+}
+
+/* Keep bytes up to the shared cap; past it, drain and ask for a kill. */
+static void drain(struct pump *u, int *fd, struct strbuf *sb)
+{
+        char buf[65536];
+        ssize_t n = read(*fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                return;
+        if (n <= 0) {
+                *fd = safe_close(*fd);
+                return;
+        }
+        size_t used = u->o->out.len + u->o->err.len;
+        size_t room = used < u->p->output_cap ? u->p->output_cap - used : 0;
+        size_t keep = (size_t)n < room ? (size_t)n : room;
+        if (keep && strbuf_append(sb, buf, keep) < 0)
+                keep = 0;
+        if (keep < (size_t)n) {
+                u->o->truncated = true;
+                request_kill(u);
+        }
+}
+
+static int read_result(struct pump *u)
+{
+        struct proto_result res;
+        int fds[1];
+        size_t nf = 0;
+        int r = channel_recv(u->chan, &res, sizeof(res), fds, 0, &nf);
+        if (r == -EAGAIN)
+                return 0;
+        if (r <= 0)
+                return r == 0 ? -ECONNRESET : r;
+        if (res.hdr.magic != PROTO_MAGIC || res.hdr.type != PROTO_RESULT)
+                return -EPROTO;
+        res.syscall_name[sizeof(res.syscall_name) - 1] = '\0';
+        res.message[sizeof(res.message) - 1] = '\0';
+        u->o->res = res;
+        u->have_result = true;
+        return 0;
+}
+
+static int pump_loop(struct pump *u, int64_t deadline)
+{
+        while (!u->have_result || u->out_r >= 0 || u->err_r >= 0) {
+                struct pollfd pfd[4] = {
+                        {.fd = u->have_result ? -1 : u->chan, .events = POLLIN},
+                        {.fd = u->out_r, .events = POLLIN},
+                        {.fd = u->err_r, .events = POLLIN},
+                        {.fd = u->code_w, .events = POLLOUT},
+                };
+                int64_t left = deadline - now_ms();
+                if (left <= 0)
+                        return -ETIMEDOUT;
+                if (RETRY_EINTR(poll(pfd, 4, (int)left)) < 0)
+                        return -errno;
+                if (pfd[3].revents)
+                        feed_code(u);
+                if (pfd[1].revents)
+                        drain(u, &u->out_r, &u->o->out);
+                if (pfd[2].revents)
+                        drain(u, &u->err_r, &u->o->err);
+                if (pfd[0].revents) {
+                        int r = read_result(u);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret)
+{
+        struct run_outcome o = {0};
+        struct pump u = {.p = p, .o = &o, .chan = -1, .code_w = -1, .out_r = -1, .err_r = -1};
+        for (int i = 0; i < 8; i++)
+                u.header[i] = (uint8_t)((uint64_t)p->preload_len >> (8 * i));
+        strbuf_init(&o.out, 0);
+        strbuf_init(&o.err, 0);
+        int r = start_run(ctrl_fd, p, &u);
+        if (r == 0) {
+                feed_code(&u);
+                r = pump_loop(&u, now_ms() + p->deadline_ms);
+        }
+        safe_close(u.chan);
+        safe_close(u.code_w);
+        safe_close(u.out_r);
+        safe_close(u.err_r);
+        if (r < 0) {
+                run_outcome_free(&o);
+                return r;
+        }
+        *ret = o;
+        return 0;
+}

@@ -1,0 +1,446 @@
+/* cgroup v1/v2 handling for runs (see cgroup.h). Layout: the daemon's own
+ * group O gets a child "lockbox.<pid>" holding one group per run named
+ * after its UID. On v2 the daemon first moves itself to the leaf
+ * "lockboxd.<pid>" so O may delegate controllers (no internal processes). */
+#include "jail/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/util.h"
+
+enum { H_MEMORY, H_PIDS, H_MAX };
+
+struct cgroup_root {
+        enum cgroup_mode mode;
+        char *parent[H_MAX]; /* v2: only [H_MEMORY] is used (unified) */
+};
+
+struct cgroup_run {
+        struct cgroup_root *root;
+        char *dir[H_MAX];
+        int dirfd;
+};
+
+static int write_file(const char *dir, const char *file, const char *value)
+{
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
+                return -ENAMETOOLONG;
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(value);
+        if (write(fd, value, len) != (ssize_t)len)
+                return -errno;
+        return 0;
+}
+
+static int read_file(const char *dir, const char *file, char *buf, size_t size)
+{
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
+                return -ENAMETOOLONG;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, size - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        return 0;
+}
+
+/* "key value" lines (memory.events, memory.oom_control). */
+static uint64_t read_keyed(const char *dir, const char *file, const char *key)
+{
+        char buf[4096];
+        if (read_file(dir, file, buf, sizeof(buf)) < 0)
+                return 0;
+        size_t kl = strlen(key);
+        for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
+                        return strtoull(l + kl + 1, NULL, 10);
+        return 0;
+}
+
+static uint64_t read_u64(const char *dir, const char *file)
+{
+        char buf[64];
+        if (read_file(dir, file, buf, sizeof(buf)) < 0)
+                return 0;
+        return strtoull(buf, NULL, 10);
+}
+
+/* Mount point of the v1 hierarchy carrying `controller`, or of cgroup2. */
+static char *find_mount(const char *fstype, const char *controller)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return NULL;
+        char *line = NULL, *found = NULL;
+        size_t cap = 0;
+        while (!found && getline(&line, &cap, f) > 0) {
+                char mnt[1024], type[64], opts[1024];
+                char *sep = strstr(line, " - ");
+                if (!sep || sscanf(line, "%*s %*s %*s %*s %1023s", mnt) != 1 ||
+                    sscanf(sep + 3, "%63s %*s %1023s", type, opts) != 2)
+                        continue;
+                if (strcmp(type, fstype) != 0)
+                        continue;
+                if (controller) {
+                        bool has = false;
+                        for (char *s = NULL, *t = strtok_r(opts, ",", &s); t;
+                             t = strtok_r(NULL, ",", &s))
+                                has |= strcmp(t, controller) == 0;
+                        if (!has)
+                                continue;
+                }
+                found = strdup(mnt);
+        }
+        free(line);
+        fclose(f);
+        return found;
+}
+
+/* This process's path in the hierarchy named by `key` ("memory", "pids",
+ * or "" for the unified line "0::/path"). */
+static char *own_path(const char *key)
+{
+        FILE *f = fopen("/proc/self/cgroup", "re");
+        if (!f)
+                return NULL;
+        char *line = NULL, *found = NULL;
+        size_t cap = 0;
+        while (!found && getline(&line, &cap, f) > 0) {
+                line[strcspn(line, "\n")] = '\0';
+                char *c1 = strchr(line, ':');
+                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (!c2)
+                        continue;
+                *c2 = '\0';
+                bool match = *key ? false : (c1[1] == '\0' && strncmp(line, "0", 1) == 0);
+                for (char *s = NULL, *t = *key ? strtok_r(c1 + 1, ",", &s) : NULL; t;
+                     t = strtok_r(NULL, ",", &s))
+                        match |= strcmp(t, key) == 0;
+                if (match)
+                        found = strdup(c2 + 1);
+        }
+        free(line);
+        fclose(f);
+        return found;
+}
+
+static char *path_join3(const char *a, const char *b, const char *c)
+{
+        char *p;
+        if (asprintf(&p, "%s%s%s%s", a, strcmp(b, "/") == 0 ? "" : b, *c ? "/" : "", c) < 0)
+                return NULL;
+        return p;
+}
+
+static bool pid_is_lockboxd(pid_t pid)
+{
+        char path[64], comm[32] = "";
+        snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+        return read_file(path, "comm", comm, sizeof(comm)) == 0 &&
+               strncmp(comm, "lockboxd", 8) == 0;
+}
+
+/* Kill every process in a group and remove it (bounded wait). */
+static int kill_and_remove(const char *dir)
+{
+        for (int attempt = 0; attempt < 200; attempt++) {
+                char buf[8192];
+                if (read_file(dir, "cgroup.procs", buf, sizeof(buf)) == 0)
+                        for (char *s = NULL, *t = strtok_r(buf, "\n", &s); t;
+                             t = strtok_r(NULL, "\n", &s))
+                                kill((pid_t)atoi(t), SIGKILL);
+                if (rmdir(dir) == 0 || errno == ENOENT)
+                        return 0;
+                if (errno != EBUSY)
+                        return -errno;
+                nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+        }
+        return -EBUSY;
+}
+
+/* Remove "lockbox.<pid>" (and v2 "lockboxd.<pid>") groups whose daemon is
+ * gone: a crash or SIGKILL of an earlier daemon must not leak groups. */
+static void clean_stale(const char *base)
+{
+        DIR *d = opendir(base);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                int pid;
+                if (sscanf(de->d_name, "lockbox.%d", &pid) != 1 &&
+                    sscanf(de->d_name, "lockboxd.%d", &pid) != 1)
+                        continue;
+                if (pid == getpid() || pid_is_lockboxd(pid))
+                        continue;
+                _cleanup_free_ char *dir = path_join3(base, "", de->d_name);
+                DIR *sub = dir ? opendir(dir) : NULL;
+                struct dirent *se;
+                while (sub && (se = readdir(sub)))
+                        if (se->d_type == DT_DIR && se->d_name[0] != '.') {
+                                _cleanup_free_ char *s = path_join3(dir, "", se->d_name);
+                                if (s)
+                                        kill_and_remove(s);
+                        }
+                if (sub)
+                        closedir(sub);
+                if (dir && kill_and_remove(dir) == 0)
+                        log_warn(NULL, "cgroup.stale_removed", "path=%s", log_q(dir));
+        }
+        closedir(d);
+}
+
+static int open_v1(struct cgroup_root *root)
+{
+        static const char *const names[H_MAX] = {"memory", "pids"};
+        for (int h = 0; h < H_MAX; h++) {
+                _cleanup_free_ char *mnt = find_mount("cgroup", names[h]);
+                _cleanup_free_ char *own = own_path(names[h]);
+                if (!mnt || !own)
+                        return -ENOENT;
+                _cleanup_free_ char *base = path_join3(mnt, own, "");
+                if (!base)
+                        return -ENOMEM;
+                clean_stale(base);
+                char leaf[64];
+                snprintf(leaf, sizeof(leaf), "lockbox.%d", (int)getpid());
+                root->parent[h] = path_join3(base, "", leaf);
+                if (!root->parent[h])
+                        return -ENOMEM;
+                if (mkdir(root->parent[h], 0700) < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        return 0;
+}
+
+static int open_v2(struct cgroup_root *root, const char *mnt)
+{
+        _cleanup_free_ char *own = own_path("");
+        if (!own)
+                return -ENOENT;
+        _cleanup_free_ char *base = path_join3(mnt, own, "");
+        char ctl[512];
+        if (!base || read_file(base, "cgroup.controllers", ctl, sizeof(ctl)) < 0 ||
+            !strstr(ctl, "memory") || !strstr(ctl, "pids"))
+                return -ENOENT;
+        clean_stale(base);
+        char name[64];
+        snprintf(name, sizeof(name), "lockboxd.%d", (int)getpid());
+        _cleanup_free_ char *self = path_join3(base, "", name);
+        snprintf(name, sizeof(name), "lockbox.%d", (int)getpid());
+        root->parent[H_MEMORY] = path_join3(base, "", name);
+        if (!self || !root->parent[H_MEMORY])
+                return -ENOMEM;
+        char pid[32];
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        int r;
+        if ((mkdir(self, 0700) < 0 && errno != EEXIST) ||
+            (mkdir(root->parent[H_MEMORY], 0700) < 0 && errno != EEXIST))
+                return -errno;
+        if ((r = write_file(self, "cgroup.procs", pid)) < 0 ||
+            (r = write_file(base, "cgroup.subtree_control", "+memory +pids")) < 0 ||
+            (r = write_file(root->parent[H_MEMORY], "cgroup.subtree_control",
+                            "+memory +pids")) < 0)
+                return r;
+        return 0;
+}
+
+int cgroup_root_open(struct cgroup_root **ret)
+{
+        struct cgroup_root *root = calloc(1, sizeof(*root));
+        if (!root)
+                return -ENOMEM;
+        _cleanup_free_ char *unified = find_mount("cgroup2", NULL);
+        int r = -ENOENT;
+        if (unified && strcmp(unified, "/sys/fs/cgroup") == 0) {
+                r = open_v2(root, unified);
+                root->mode = r == 0 ? CGROUP_V2 : CGROUP_NONE;
+        } else {
+                r = open_v1(root);
+                root->mode = r == 0 ? CGROUP_V1 : CGROUP_NONE;
+        }
+        if (r < 0) {
+                log_warn(NULL, "cgroup.unavailable",
+                         "reason=%s effect=\"memory and task limits by rlimits only\"",
+                         log_q(strerror(-r)));
+                for (int h = 0; h < H_MAX; h++) {
+                        if (root->parent[h])
+                                rmdir(root->parent[h]);
+                        free(root->parent[h]);
+                        root->parent[h] = NULL;
+                }
+        }
+        *ret = root;
+        return 0;
+}
+
+struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
+{
+        if (!root)
+                return NULL;
+        for (int h = 0; h < H_MAX; h++) {
+                if (root->parent[h] && rmdir(root->parent[h]) < 0 && errno != ENOENT)
+                        log_warn(NULL, "cgroup.remove_failed", "path=%s error=%s",
+                                 log_q(root->parent[h]), log_q(strerror(errno)));
+                free(root->parent[h]);
+        }
+        free(root);
+        return NULL;
+}
+
+enum cgroup_mode cgroup_root_mode(const struct cgroup_root *root)
+{
+        return root->mode;
+}
+
+const char *cgroup_root_path(const struct cgroup_root *root)
+{
+        return root->parent[H_MEMORY];
+}
+
+static int set_limits_v1(struct cgroup_run *run, const struct cgroup_limits *l)
+{
+        char v[32];
+        snprintf(v, sizeof(v), "%lld", (long long)l->memory_bytes);
+        int r = write_file(run->dir[H_MEMORY], "memory.limit_in_bytes", v);
+        if (r < 0)
+                return r;
+        /* memsw exists only with swap accounting; equal to the memory
+         * limit it means "no swap". */
+        r = write_file(run->dir[H_MEMORY], "memory.memsw.limit_in_bytes", v);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        snprintf(v, sizeof(v), "%d", l->pids);
+        return write_file(run->dir[H_PIDS], "pids.max", v);
+}
+
+static int set_limits_v2(struct cgroup_run *run, const struct cgroup_limits *l)
+{
+        char v[32];
+        const char *d = run->dir[H_MEMORY];
+        snprintf(v, sizeof(v), "%lld", (long long)l->memory_bytes);
+        int r = write_file(d, "memory.max", v);
+        if (r >= 0)
+                r = write_file(d, "memory.swap.max", "0");
+        if (r == -ENOENT)
+                r = 0; /* no swap controller: nothing to cap */
+        if (r >= 0)
+                r = write_file(d, "memory.oom.group", "1");
+        if (r >= 0) {
+                snprintf(v, sizeof(v), "%d", l->pids);
+                r = write_file(d, "pids.max", v);
+        }
+        if (r < 0)
+                return r;
+        run->dirfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return run->dirfd < 0 ? -errno : 0;
+}
+
+int cgroup_run_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
+                      struct cgroup_run **ret)
+{
+        struct cgroup_run *run = calloc(1, sizeof(*run));
+        if (!run)
+                return -ENOMEM;
+        run->root = root;
+        run->dirfd = -1;
+        int nh = root->mode == CGROUP_V1 ? H_MAX : root->mode == CGROUP_V2 ? 1 : 0;
+        int r = 0;
+        for (int h = 0; h < nh && r == 0; h++) {
+                run->dir[h] = path_join3(root->parent[h], "", name);
+                if (!run->dir[h])
+                        r = -ENOMEM;
+                else if (mkdir(run->dir[h], 0700) < 0)
+                        r = -errno;
+        }
+        if (r == 0 && root->mode == CGROUP_V1)
+                r = set_limits_v1(run, l);
+        else if (r == 0 && root->mode == CGROUP_V2)
+                r = set_limits_v2(run, l);
+        if (r < 0) {
+                cgroup_run_destroy(run);
+                cgroup_run_free(run);
+                return r;
+        }
+        *ret = run;
+        return 0;
+}
+
+int cgroup_run_dirfd(const struct cgroup_run *run)
+{
+        return run->dirfd;
+}
+
+int cgroup_run_attach(struct cgroup_run *run, pid_t pid)
+{
+        if (run->root->mode != CGROUP_V1)
+                return 0;
+        char v[32];
+        snprintf(v, sizeof(v), "%d", (int)pid);
+        for (int h = 0; h < H_MAX; h++) {
+                int r = write_file(run->dir[h], "cgroup.procs", v);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int cgroup_run_stats(const struct cgroup_run *run, struct cgroup_stats *ret)
+{
+        struct cgroup_stats s = {0};
+        const char *d = run->dir[H_MEMORY];
+        if (run->root->mode == CGROUP_V1) {
+                s.oom_kills = read_keyed(d, "memory.oom_control", "oom_kill");
+                s.memory_peak = read_u64(d, "memory.max_usage_in_bytes");
+        } else if (run->root->mode == CGROUP_V2) {
+                s.oom_kills = read_keyed(d, "memory.events", "oom_kill");
+                s.memory_peak = read_u64(d, "memory.peak");
+        }
+        *ret = s;
+        return 0;
+}
+
+int cgroup_run_destroy(struct cgroup_run *run)
+{
+        int r = 0;
+        run->dirfd = safe_close(run->dirfd);
+        for (int h = 0; h < H_MAX; h++) {
+                if (!run->dir[h])
+                        continue;
+                int k = kill_and_remove(run->dir[h]);
+                if (k < 0)
+                        r = k;
+                else {
+                        free(run->dir[h]);
+                        run->dir[h] = NULL;
+                }
+        }
+        return r;
+}
+
+struct cgroup_run *cgroup_run_free(struct cgroup_run *run)
+{
+        if (run) {
+                safe_close(run->dirfd);
+                for (int h = 0; h < H_MAX; h++)
+                        free(run->dir[h]);
+                free(run);
+        }
+        return NULL;
+}

@@ -1,0 +1,45 @@
+/* Per-run control groups: memory (no swap) and task-count limits, OOM
+ * detection and peak memory. cgroup v2 when /sys/fs/cgroup is unified,
+ * v1 (memory and pids hierarchies) otherwise, none if neither is usable
+ * (the jail then relies on rlimits alone; see docs/ARCHITECTURE.md). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cgroup_mode { CGROUP_NONE, CGROUP_V1, CGROUP_V2 };
+
+struct cgroup_root;
+struct cgroup_run;
+
+struct cgroup_limits {
+        int64_t memory_bytes;
+        int pids;
+};
+
+struct cgroup_stats {
+        uint64_t oom_kills;
+        uint64_t memory_peak;
+};
+
+/* Detect the hierarchy, create this daemon's parent group and remove stale
+ * ones left by daemons that died. Never fails hard: CGROUP_NONE on trouble,
+ * with the reason in the log. */
+int cgroup_root_open(struct cgroup_root **ret);
+struct cgroup_root *cgroup_root_free(struct cgroup_root *root);
+enum cgroup_mode cgroup_root_mode(const struct cgroup_root *root);
+/* Path of the parent group of runs (memory hierarchy on v1), for tests. */
+const char *cgroup_root_path(const struct cgroup_root *root);
+
+int cgroup_run_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
+                      struct cgroup_run **ret);
+/* v2: directory fd for clone3(CLONE_INTO_CGROUP); -1 on v1/none. */
+int cgroup_run_dirfd(const struct cgroup_run *run);
+/* v1: move pid into each hierarchy (the child waits until this is done). */
+int cgroup_run_attach(struct cgroup_run *run, pid_t pid);
+int cgroup_run_stats(const struct cgroup_run *run, struct cgroup_stats *ret);
+/* Kill anything still inside and remove the groups. -EBUSY if a group
+ * could not be removed yet (the caller retries later). */
+int cgroup_run_destroy(struct cgroup_run *run);
+struct cgroup_run *cgroup_run_free(struct cgroup_run *run);

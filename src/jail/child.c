@@ -1,0 +1,180 @@
+/* The jailed child, from clone to exec. One ordered table of named steps;
+ * each lock is on before the next runs, the syscall filter is the last, and
+ * nothing the user controls has entered the process when the interpreter
+ * starts (the code waits in a pipe on fd 3). A failing step reports its
+ * name and errno on the sync socket and the child exits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "jail/jail.h"
+
+/* Where the sync socket lives while the child prepares: above anything
+ * the program could have (it closes on exec anyway). */
+#define SYNC_FD 999
+
+struct child {
+        const struct jail_spec *s;
+        int listener;
+};
+
+static int send_msg(int fd, const struct jail_sync_msg *m, int pass_fd)
+{
+        struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } u;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (pass_fd >= 0) {
+                mh.msg_control = u.buf;
+                mh.msg_controllen = sizeof(u.buf);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+        }
+        return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*m) ? 0 : -EPIPE;
+}
+
+static _Noreturn void fail(const char *step, int error)
+{
+        struct jail_sync_msg m = {.type = SYNC_FAIL, .error = error};
+        strncpy(m.step, step, sizeof(m.step) - 1);
+        send_msg(SYNC_FD, &m, -1);
+        _exit(127);
+}
+
+static int step_signals(struct child *c)
+{
+        /* The jailer blocks signals for its signalfd and ignores SIGPIPE;
+         * neither may leak into the interpreter. */
+        sigset_t none;
+        sigemptyset(&none);
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);
+        return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
+}
+
+static int step_wait_attach(struct child *c)
+{
+        struct jail_sync_msg m;
+        ssize_t n = RETRY_EINTR(recv(SYNC_FD, &m, sizeof(m), 0));
+        if (n != (ssize_t)sizeof(m) || m.type != SYNC_GO)
+                return -ECANCELED;
+        return 0;
+}
+
+static int step_cgroup_ns(struct child *c)
+{
+        /* After the attach, so the run's own group becomes its cgroup root. */
+        return unshare(CLONE_NEWCGROUP) < 0 ? -errno : 0;
+}
+
+static int step_mounts(struct child *c)
+{
+        return jail_mounts_setup(c->s);
+}
+
+static int step_hostname(struct child *c)
+{
+        return sethostname(c->s->hostname, strlen(c->s->hostname)) < 0 ? -errno : 0;
+}
+
+static int move_high(int fd, int *ret)
+{
+        int n = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+        if (n < 0)
+                return -errno;
+        *ret = n;
+        return 0;
+}
+
+static int step_fds(struct child *c)
+{
+        const struct jail_spec *s = c->s;
+        int code = -1, out = -1, err = -1, r;
+        if ((r = move_high(s->code_fd, &code)) < 0 || (r = move_high(s->stdout_fd, &out)) < 0 ||
+            (r = move_high(s->stderr_fd, &err)) < 0)
+                return r;
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null < 0)
+                return -errno;
+        if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(code, 3) < 0)
+                return -errno;
+        /* Everything else goes: only 0-3 and the sync socket (close-on-exec)
+         * stay. */
+        if (syscall(SYS_close_range, 4, SYNC_FD - 1, 0) < 0 ||
+            syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+static int step_rlimits(struct child *c)
+{
+        return jail_rlimits_apply(&c->s->limits);
+}
+
+static int step_identity(struct child *c)
+{
+        return jail_identity_drop(c->s->uid, c->s->gid);
+}
+
+static int step_seccomp(struct child *c)
+{
+        struct sock_fprog prog = {.len = c->s->filter->len, .filter = c->s->filter->insns};
+        int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                              SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+        if (fd < 0)
+                return -errno;
+        c->listener = fd;
+        return 0;
+}
+
+static int step_hand_listener(struct child *c)
+{
+        struct jail_sync_msg m = {.type = SYNC_LISTENER};
+        int r = send_msg(SYNC_FD, &m, c->listener);
+        close(c->listener);
+        return r;
+}
+
+static const struct step {
+        const char *name;
+        int (*run)(struct child *c);
+} steps[] = {
+        {"signals", step_signals},
+        {"wait-attach", step_wait_attach},
+        {"cgroup-namespace", step_cgroup_ns},
+        {"mounts", step_mounts},
+        {"hostname", step_hostname},
+        {"fds", step_fds},
+        {"rlimits", step_rlimits},
+        {"identity", step_identity},
+        {"seccomp", step_seccomp},
+        {"hand-listener", step_hand_listener},
+};
+
+_Noreturn void jail_child_main(const struct jail_spec *s, int sync_fd)
+{
+        struct child c = {.s = s, .listener = -1};
+        if (dup3(sync_fd, SYNC_FD, O_CLOEXEC) < 0)
+                _exit(127);
+        for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
+                int r = steps[i].run(&c);
+                if (r < 0)
+                        fail(steps[i].name, -r);
+        }
+        /* The filter holds this exec until the jailer, which has seen the
+         * listener arrive, lets this first and only one through. */
+        execve(s->exec_path, s->argv, s->envp);
+        fail("exec", errno);
+}

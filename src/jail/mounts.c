@@ -1,0 +1,238 @@
+/* The run's root filesystem, built in the child's private mount namespace:
+ * a small tmpfs root holding read-only binds of what the runtime needs, a
+ * generated /etc, a four-node /dev, a size-capped /tmp and a pid-only
+ * /proc; then pivot_root, detach the host's tree and make / read-only.
+ * Nothing here survives the run: the namespace dies with its last process. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "jail/jail.h"
+
+/* The mount point for the new root inside the private namespace. Every
+ * Linux host has /tmp; the tmpfs over it is invisible to the host. */
+#define NEWROOT "/tmp"
+
+static int path_in_root(char *buf, size_t size, const char *path)
+{
+        if ((size_t)snprintf(buf, size, NEWROOT "%s", path) >= size)
+                return -ENAMETOOLONG;
+        return 0;
+}
+
+/* mkdir -p for a path inside the new root (components created 0755). */
+static int mkdir_parents(const char *full)
+{
+        char tmp[PATH_MAX];
+        if ((size_t)snprintf(tmp, sizeof(tmp), "%s", full) >= sizeof(tmp))
+                return -ENAMETOOLONG;
+        for (char *p = tmp + strlen(NEWROOT) + 1; (p = strchr(p, '/')); p++) {
+                *p = '\0';
+                if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        return 0;
+}
+
+static int write_text(const char *path, const char *text, mode_t mode)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(text);
+        if (write(fd, text, len) != (ssize_t)len)
+                return -EIO;
+        return 0;
+}
+
+/* Carry over the per-mount flags of the source (a noexec or nodev source
+ * must stay so) and add read-only, nosuid, nodev. */
+static int remount_ro(const char *target, unsigned long extra)
+{
+        struct statvfs sv;
+        if (statvfs(target, &sv) < 0)
+                return -errno;
+        unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra;
+        if (sv.f_flag & ST_NOEXEC)
+                flags |= MS_NOEXEC;
+        if (sv.f_flag & ST_NODEV)
+                flags |= MS_NODEV;
+        if (sv.f_flag & ST_NOATIME)
+                flags |= MS_NOATIME;
+        if (mount(NULL, target, NULL, flags, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Bind one host path read-only at the same place; symlinks are recreated
+ * (merged-/usr hosts have /lib -> usr/lib); missing paths are skipped. */
+static int bind_ro(const char *src)
+{
+        char dst[PATH_MAX];
+        struct stat st;
+        int r = path_in_root(dst, sizeof(dst), src);
+        if (r < 0)
+                return r;
+        if (lstat(src, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if ((r = mkdir_parents(dst)) < 0)
+                return r;
+        if (S_ISLNK(st.st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlink(src, target, sizeof(target) - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = '\0';
+                if (symlink(target, dst) < 0 && errno != EEXIST)
+                        return -errno;
+                return 0;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+        } else {
+                _cleanup_close_ int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+                if (fd < 0)
+                        return -errno;
+        }
+        if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                return -errno;
+        return remount_ro(dst, MS_NODEV);
+}
+
+/* Copy a small host file (resolv.conf, hosts) so a dangling symlink on the
+ * host (systemd-resolved) still gives the run a usable file. */
+static int copy_small(const char *src, const char *dst_in_root)
+{
+        char buf[65536], dst[PATH_MAX];
+        int r = path_in_root(dst, sizeof(dst), dst_in_root);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+        ssize_t n = in < 0 ? 0 : read(in, buf, sizeof(buf) - 1);
+        buf[n < 0 ? 0 : n] = '\0';
+        return write_text(dst, buf, 0444);
+}
+
+static int make_etc(const struct jail_spec *s)
+{
+        char text[1024];
+        int r;
+        if (mkdir(NEWROOT "/etc", 0755) < 0 && errno != EEXIST)
+                return -errno;
+        snprintf(text, sizeof(text),
+                 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                 "sandbox:x:%u:%u:sandbox:/tmp:/usr/sbin/nologin\n",
+                 (unsigned)s->uid, (unsigned)s->gid);
+        if ((r = write_text(NEWROOT "/etc/passwd", text, 0444)) < 0)
+                return r;
+        snprintf(text, sizeof(text), "root:x:0:\nsandbox:x:%u:\n", (unsigned)s->gid);
+        if ((r = write_text(NEWROOT "/etc/group", text, 0444)) < 0)
+                return r;
+        snprintf(text, sizeof(text), "%s\n", s->hostname);
+        if ((r = write_text(NEWROOT "/etc/hostname", text, 0444)) < 0)
+                return r;
+        if ((r = write_text(NEWROOT "/etc/nsswitch.conf",
+                            "passwd: files\ngroup: files\nhosts: files dns\n", 0444)) < 0)
+                return r;
+        if ((r = copy_small("/etc/resolv.conf", "/etc/resolv.conf")) < 0)
+                return r;
+        return copy_small("/etc/hosts", "/etc/hosts");
+}
+
+static int make_dev(void)
+{
+        static const char *const nodes[] = {"null", "zero", "random", "urandom"};
+        static const char *const links[][2] = {
+                {"/proc/self/fd", "fd"},       {"/proc/self/fd/0", "stdin"},
+                {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+        };
+        char src[64], dst[64];
+        if (mkdir(NEWROOT "/dev", 0755) < 0)
+                return -errno;
+        for (size_t i = 0; i < ELEMENTSOF(nodes); i++) {
+                snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+                snprintf(dst, sizeof(dst), NEWROOT "/dev/%s", nodes[i]);
+                _cleanup_close_ int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+                if (fd < 0)
+                        return -errno;
+                if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                        return -errno;
+                /* null and zero take writes; random and urandom read-only */
+                unsigned long ro = i >= 2 ? MS_RDONLY : 0;
+                if (mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC | ro,
+                          NULL) < 0)
+                        return -errno;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                snprintf(dst, sizeof(dst), NEWROOT "/dev/%s", links[i][1]);
+                if (symlink(links[i][0], dst) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+static int make_tmp_and_proc(const struct jail_spec *s)
+{
+        char opts[128];
+        if (mkdir(NEWROOT "/tmp", 0755) < 0 || mkdir(NEWROOT "/proc", 0555) < 0)
+                return -errno;
+        snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=%d,mode=0700,uid=%u,gid=%u",
+                 (long long)s->limits.tmp_bytes, s->limits.tmp_inodes, (unsigned)s->uid,
+                 (unsigned)s->gid);
+        if (mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+                return -errno;
+        /* We are pid 1 of the run's pid namespace, so this /proc shows only
+         * the run; subset=pid hides /proc/sys, kcore and the rest. */
+        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "hidepid=invisible,subset=pid") < 0)
+                return -errno;
+        return 0;
+}
+
+static int enter_root(void)
+{
+        if (chdir(NEWROOT) < 0)
+                return -errno;
+        /* pivot_root(".", ".") stacks the old root under the new one; the
+         * detach then drops the host's whole tree from this namespace. */
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                return -errno;
+        if (umount2(".", MNT_DETACH) < 0)
+                return -errno;
+        if (chdir("/") < 0)
+                return -errno;
+        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                  NULL) < 0)
+                return -errno;
+        if (chdir("/tmp") < 0)
+                return -errno;
+        return 0;
+}
+
+int jail_mounts_setup(const struct jail_spec *s)
+{
+        int r;
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return -errno;
+        if (mount("lockbox", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV,
+                  "size=1m,nr_inodes=1024,mode=0755") < 0)
+                return -errno;
+        if ((r = make_etc(s)) < 0)
+                return r;
+        for (size_t i = 0; i < s->n_ro_paths; i++)
+                if ((r = bind_ro(s->ro_paths[i])) < 0)
+                        return r;
+        if ((r = make_dev()) < 0 || (r = make_tmp_and_proc(s)) < 0)
+                return r;
+        return enter_root();
+}

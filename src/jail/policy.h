@@ -1,0 +1,48 @@
+/* The syscall policy: data tables (policy.c) compiled with libseccomp into
+ * a BPF program once at start-up, loaded by each jailed child as the last
+ * lock. Unknown syscalls fail with ENOSYS, probes that programs make
+ * harmlessly fail with EPERM, and the dangerous list is routed to the
+ * jailer through SECCOMP_RET_USER_NOTIF so it can stop the run and name
+ * the call. */
+#pragma once
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum policy_action {
+        POLICY_DEFAULT = 0, /* not listed: ENOSYS */
+        POLICY_ALLOW,
+        POLICY_EPERM,
+        POLICY_ENOSYS,
+        POLICY_KILL, /* user notification: the jailer kills and names it */
+        POLICY_EXEC, /* user notification: the jailer lets exactly one through,
+                      * the jail's own exec of the interpreter; then EPERM */
+        POLICY_ARGS, /* decided on arguments by a rule in policy.c */
+};
+
+struct policy_opts {
+        bool network;      /* allow AF_INET/AF_INET6 sockets */
+        bool no_memcg;     /* no memory cgroup: deny shared anonymous memory */
+        int self_pid;      /* the run's own pid as it sees it (1 in its pid ns) */
+        const char *const *lang_allow; /* extra names for this language, NULL-ended */
+        const int *extra;  /* allowed_syscalls from the configuration */
+        size_t n_extra;
+};
+
+struct policy_prog {
+        struct sock_filter *insns;
+        unsigned short len;
+};
+
+int policy_build(const struct policy_opts *o, struct policy_prog *ret);
+void policy_prog_free(struct policy_prog *p);
+/* The static table entry for a syscall name (POLICY_DEFAULT if unlisted). */
+enum policy_action policy_lookup(const char *name);
+/* 0 when no name sits in two tables and every name is well formed. */
+int policy_check_tables(const char **ret_bad);
+/* True for execve/execveat: notifications the jailer answers, not kills. */
+bool policy_is_exec(int nr);
+/* malloc'd name of a native syscall number ("#NR" if unknown). */
+char *policy_syscall_name(int nr);

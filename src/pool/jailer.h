@@ -1,0 +1,18 @@
+/* The jailer: the root half of lockboxd. A single-threaded epoll loop that
+ * serves the HTTP process's RUN requests (a closed menu, see ipc/proto.h),
+ * starts each run in a fresh jail, enforces its deadline, names syscalls
+ * the policy stopped, reaps it, cleans up, and answers with a RESULT. */
+#pragma once
+
+#include <sys/types.h>
+
+struct config;
+struct jailer;
+
+/* Everything that needs root and can fail at start-up: runtimes, syscall
+ * filters, UID pool, cgroups, exec guard. err gets one clear line. */
+int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t errlen);
+/* Serve until the HTTP process has exited after SIGTERM/SIGINT (exit 0) or
+ * died on its own (exit 1). Every run is killed and cleaned up first. */
+int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid);
+struct jailer *jailer_free(struct jailer *j);

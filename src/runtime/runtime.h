@@ -1,0 +1,33 @@
+/* Language runtimes: how to start an interpreter inside the jail so that it
+ * reads the program from fd 3 only after every lock is on. One ops table
+ * per language; the jailer asks the table for the interpreter, argv and the
+ * host paths the run must see read-only. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct config;
+
+struct runtime {
+        const char *name; /* "python3" */
+        uint32_t lang;    /* enum proto_language */
+        char *exec_path;  /* as configured: the jail opens it inside its root */
+        char **argv;      /* NULL-terminated */
+        char **ro_paths;  /* host paths bound read-only, system + runtime + extra */
+        size_t n_ro_paths;
+        const char *const *lang_allow; /* syscalls this runtime adds, NULL-ended */
+};
+
+int runtime_python_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen);
+struct runtime *runtime_free(struct runtime *rt);
+
+/* Shared by every runtime (runtime.c): the system paths plus the
+ * configuration's jail.extra_ro_paths plus the interpreter's own prefix
+ * when it lives outside them. */
+int runtime_ro_paths(const struct config *cfg, const char *exec_path, struct runtime *rt,
+                     char *err, size_t errlen);
+/* Environment of a run: PATH, LANG, HOME, TMPDIR and, with network and a
+ * configured proxy, the proxy variables. NULL-terminated, malloc'd. */
+char **runtime_env(const struct config *cfg, int network);
+void runtime_strv_free(char **v);
