@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "base/utf8.h" /* utf8_sanitize(), declared there */
 #include "ipc/outcome.h"
 
 /* {"code":code,"message":message,"data":null} */
@@ -21,6 +22,3 @@ char *result_reason_text(const struct proto_result *r);
 /* "ok", "runtime_error", "timeout", "syscall_denied", "memory_limit",
  * "output_limit". */
 const char *result_status_name(const struct proto_result *r);
-/* Copy len bytes replacing each byte that is not part of a well-formed
- * UTF-8 sequence with U+FFFD; valid input comes back byte-identical. */
-char *utf8_sanitize(const char *in, size_t len, size_t *ret_len);

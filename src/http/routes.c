@@ -113,8 +113,9 @@ struct http_reply route_run(struct http_state *st, const struct http_call *c)
 {
         struct run_request req;
         char err[256];
-        if (request_decode_run(c->content_type, c->body, c->body_len, &req, err, sizeof(err)) < 0)
-                return reply_error(200, -400, err);
+        int r = request_decode_run(c->content_type, c->body, c->body_len, &req, err, sizeof(err));
+        if (r < 0)
+                return reply_error(200, r == -ENOMEM ? -500 : -400, err);
         int lang = language_id(req.language);
         if (lang < 0) {
                 run_request_clear(&req);
@@ -136,9 +137,10 @@ static bool python_language(const struct http_call *c, struct http_reply *ret)
 {
         _cleanup_free_ char *lang = NULL;
         char err[256];
-        if (request_decode_language(c->content_type, c->body, c->body_len, c->query_language,
-                                    &lang, err, sizeof(err)) < 0) {
-                *ret = reply_error(200, -400, err);
+        int r = request_decode_language(c->content_type, c->body, c->body_len,
+                                        c->query_language, &lang, err, sizeof(err));
+        if (r < 0) {
+                *ret = reply_error(200, r == -ENOMEM ? -500 : -400, err);
                 return false;
         }
         if (strcmp(lang, "python3") != 0) {
