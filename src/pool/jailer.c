@@ -496,6 +496,7 @@ static void on_exit_run(struct jailer *j, struct run *run)
         send_result(run->chan, &res);
         run_release(j, run);
         run->finished = true;
+        j->n_runs--; /* now: the HTTP side may send the next RUN at once */
 }
 
 /* ---- the loop -------------------------------------------------------------- */
@@ -590,7 +591,6 @@ static void sweep(struct jailer *j)
                         continue;
                 }
                 *pp = run->next;
-                j->n_runs--;
                 free(run);
         }
 }
@@ -625,7 +625,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid)
                 waitpid(http_pid, NULL, 0);
                 return 1;
         }
-        while (!(j->http_gone && j->n_runs == 0)) {
+        while (!(j->http_gone && j->runs == NULL)) {
                 struct epoll_event evs[32];
                 int n = epoll_wait(j->epfd, evs, ELEMENTSOF(evs), loop_timeout_ms(j));
                 if (n < 0 && errno != EINTR) {
