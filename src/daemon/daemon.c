@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -121,6 +122,17 @@ static _Noreturn void http_child(const struct config *cfg, const struct http_ser
         _exit(http_server_run(o));
 }
 
+/* Each run holds about seven fds in the jailer and four in the HTTP
+ * process, and connections one more: lift the soft limit to the hard one. */
+static void raise_fd_limit(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                setrlimit(RLIMIT_NOFILE, &rl);
+        }
+}
+
 int daemon_main(const struct config *cfg, char *err, size_t errlen)
 {
         if (geteuid() != 0) {
@@ -128,6 +140,7 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
                                       "and switches runs to sandbox UIDs");
                 return 1;
         }
+        raise_fd_limit();
         uid_t uid;
         gid_t gid;
         _cleanup_free_ char *reqs = NULL;

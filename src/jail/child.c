@@ -16,14 +16,16 @@
 #include "base/util.h"
 #include "jail/jail.h"
 
-/* Where the sync socket lives while the child prepares: above anything
- * the program could have (it closes on exec anyway). */
-#define SYNC_FD 999
+/* Where the sync socket ends up once the fds are arranged (it closes on
+ * exec). Before that it stays wherever clone left it. */
+#define SYNC_FD 4
 
 struct child {
         const struct jail_spec *s;
         int listener;
 };
+
+static int sync_fd = -1;
 
 static int send_msg(int fd, const struct jail_sync_msg *m, int pass_fd)
 {
@@ -49,7 +51,7 @@ static _Noreturn void fail(const char *step, int error)
 {
         struct jail_sync_msg m = {.type = SYNC_FAIL, .error = error};
         strncpy(m.step, step, sizeof(m.step) - 1);
-        send_msg(SYNC_FD, &m, -1);
+        send_msg(sync_fd, &m, -1);
         _exit(127);
 }
 
@@ -67,7 +69,7 @@ static int step_signals(struct child *c)
 static int step_wait_attach(struct child *c)
 {
         struct jail_sync_msg m;
-        ssize_t n = RETRY_EINTR(recv(SYNC_FD, &m, sizeof(m), 0));
+        ssize_t n = RETRY_EINTR(recv(sync_fd, &m, sizeof(m), 0));
         if (n != (ssize_t)sizeof(m) || m.type != SYNC_GO)
                 return -ECANCELED;
         return 0;
@@ -89,9 +91,10 @@ static int step_hostname(struct child *c)
         return sethostname(c->s->hostname, strlen(c->s->hostname)) < 0 ? -errno : 0;
 }
 
-static int move_high(int fd, int *ret)
+/* A copy of fd numbered above SYNC_FD, so the dup2s below cannot hit it. */
+static int fresh(int fd, int *ret)
 {
-        int n = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+        int n = fcntl(fd, F_DUPFD_CLOEXEC, SYNC_FD + 1);
         if (n < 0)
                 return -errno;
         *ret = n;
@@ -101,19 +104,20 @@ static int move_high(int fd, int *ret)
 static int step_fds(struct child *c)
 {
         const struct jail_spec *s = c->s;
-        int code = -1, out = -1, err = -1, r;
-        if ((r = move_high(s->code_fd, &code)) < 0 || (r = move_high(s->stdout_fd, &out)) < 0 ||
-            (r = move_high(s->stderr_fd, &err)) < 0)
+        int code = -1, out = -1, err = -1, sync = -1, r;
+        if ((r = fresh(s->code_fd, &code)) < 0 || (r = fresh(s->stdout_fd, &out)) < 0 ||
+            (r = fresh(s->stderr_fd, &err)) < 0 || (r = fresh(sync_fd, &sync)) < 0)
                 return r;
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null < 0)
                 return -errno;
-        if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(code, 3) < 0)
+        if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(code, 3) < 0 ||
+            dup3(sync, SYNC_FD, O_CLOEXEC) < 0)
                 return -errno;
+        sync_fd = SYNC_FD;
         /* Everything else goes: only 0-3 and the sync socket (close-on-exec)
          * stay. */
-        if (syscall(SYS_close_range, 4, SYNC_FD - 1, 0) < 0 ||
-            syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) < 0)
+        if (syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) < 0)
                 return -errno;
         return 0;
 }
@@ -142,7 +146,7 @@ static int step_seccomp(struct child *c)
 static int step_hand_listener(struct child *c)
 {
         struct jail_sync_msg m = {.type = SYNC_LISTENER};
-        int r = send_msg(SYNC_FD, &m, c->listener);
+        int r = send_msg(sync_fd, &m, c->listener);
         close(c->listener);
         return r;
 }
@@ -163,11 +167,10 @@ static const struct step {
         {"hand-listener", step_hand_listener},
 };
 
-_Noreturn void jail_child_main(const struct jail_spec *s, int sync_fd)
+_Noreturn void jail_child_main(const struct jail_spec *s, int sync)
 {
         struct child c = {.s = s, .listener = -1};
-        if (dup3(sync_fd, SYNC_FD, O_CLOEXEC) < 0)
-                _exit(127);
+        sync_fd = sync;
         for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
                 int r = steps[i].run(&c);
                 if (r < 0)
