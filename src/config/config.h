@@ -61,11 +61,21 @@ struct config {
 /* Reads an environment variable; tests pass their own. */
 typedef const char *(*config_getenv_fn)(const char *name);
 
-/* Fill *cfg with defaults. */
+/* The process environment, for config_load()'s getenv_fn (NULL there means
+ * no environment at all). */
+const char *config_getenv_process(const char *name);
+
+/* System calls allowed_syscalls / ALLOWED_SYSCALLS can never add, by name,
+ * NULL-terminated. The jail's seccomp policy must deny all of them too. */
+extern const char *const config_never_allowed_syscalls[];
+
+/* Fill *cfg with defaults (strings on the heap; aborts only without memory). */
 void config_defaults(struct config *cfg);
 /* Load PATH (NULL = defaults only) then environment overrides. Returns 0 or
  * -EINVAL/-ENOENT/...; on error writes "file:line:col: key: reason" (or
- * "env NAME: reason") to err. Warnings (deprecated keys) go to the log. */
+ * "env NAME: reason") to err. Warnings (deprecated keys) go to the log.
+ * *cfg is overwritten, not freed first; on error it is left zeroed, so
+ * config_free() on it is harmless. Unset and empty variables are ignored. */
 int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn, char *err,
                 size_t errlen);
 /* Same, from a buffer (fuzzing, unit tests); name is used in messages. */

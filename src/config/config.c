@@ -1,0 +1,303 @@
+/* Configuration entry points: defaults from the schema table, then the
+ * YAML file (yamlfile.c), then environment overrides, then the checks that
+ * involve more than one key. Loading stops at the first error and says
+ * where: "FILE:LINE:COL: KEY: REASON" or "env NAME: REASON". */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/util.h"
+#include "config/loader.h"
+
+#define CONFIG_FILE_MAX (4u << 20) /* a config file is a few KiB */
+#define CONFIG_LIST_MAX 4096       /* entries in one list key */
+
+static void origin_format(const struct loader *L, const struct origin *o, char *buf, size_t len)
+{
+        if (o->kind == ORIGIN_FILE)
+                snprintf(buf, len, "%s:%d:%d", L->name, o->line, o->col);
+        else if (o->kind == ORIGIN_ENV)
+                snprintf(buf, len, "env %s", o->env);
+        else
+                snprintf(buf, len, "%s", L->name);
+}
+
+/* vsnprintf, not snprintf: the error buffer's size is the caller's, and
+ * cutting a long message there is intended. */
+static void err_set(char *err, size_t errlen, const char *fmt, ...) _printf_(3, 4);
+static void err_set(char *err, size_t errlen, const char *fmt, ...)
+{
+        va_list ap;
+        if (!err || errlen == 0)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+}
+
+int loader_fail(struct loader *L, int r, const struct origin *o, const char *key, const char *fmt,
+                ...)
+{
+        char where[512], reason[512];
+        va_list ap;
+        if (!L->err || L->errlen == 0)
+                return r;
+        origin_format(L, o, where, sizeof(where));
+        va_start(ap, fmt);
+        vsnprintf(reason, sizeof(reason), fmt, ap);
+        va_end(ap);
+        if (key && o->kind != ORIGIN_ENV)
+                err_set(L->err, L->errlen, "%s: %s: %s", where, key, reason);
+        else
+                err_set(L->err, L->errlen, "%s: %s", where, reason);
+        return r;
+}
+
+int loader_apply(struct loader *L, const struct schema_row *row, const struct schema_item *items,
+                 size_t n, const struct origin *o)
+{
+        struct schema_error e = {0};
+        if (n > CONFIG_LIST_MAX)
+                return loader_fail(L, -EINVAL, o, row->name, "more than %d entries",
+                                   CONFIG_LIST_MAX);
+        int r = row->type->set(row, &L->cfg, items, n, &e);
+        if (r < 0) {
+                struct origin at = *o;
+                if (e.item < n && items[e.item].line > 0) {
+                        at.line = items[e.item].line;
+                        at.col = items[e.item].col;
+                }
+                return loader_fail(L, r, &at, row->name, "%s", e.reason);
+        }
+        L->state[row - schema_rows].origin = *o;
+        return 0;
+}
+
+void loader_warn_deprecated(const struct loader *L, const struct schema_row *row,
+                            const struct origin *o)
+{
+        char where[512];
+        origin_format(L, o, where, sizeof(where));
+        log_warn(NULL, "config.deprecated", "key=%s source=%s detail=%s", row->name, log_q(where),
+                 log_q("accepted but ignored; library paths come from python_path"));
+}
+
+/* Splits "a, b,c" into trimmed entries pointing into copy. */
+static int env_split(char *copy, struct schema_item *items, size_t *ret_n)
+{
+        size_t n = 0;
+        for (char *p = copy;; n++) {
+                char *end = p + strcspn(p, ",");
+                bool last = *end == '\0';
+                *end = '\0';
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                for (char *t = end; t > p && (t[-1] == ' ' || t[-1] == '\t');)
+                        *--t = '\0';
+                if (!*p)
+                        return -EINVAL;
+                items[n] = (struct schema_item){.text = p};
+                if (last)
+                        break;
+                p = end + 1;
+        }
+        *ret_n = n + 1;
+        return 0;
+}
+
+static int env_apply_list(struct loader *L, const struct schema_row *row, const char *value,
+                          const struct origin *o)
+{
+        size_t max = 1, n;
+        for (const char *p = value; *p; p++)
+                max += *p == ',';
+        _cleanup_free_ char *copy = strdup(value);
+        _cleanup_free_ struct schema_item *items = calloc(max, sizeof(*items));
+        if (!copy || !items)
+                return loader_fail(L, -ENOMEM, o, NULL, "out of memory");
+        if (env_split(copy, items, &n) < 0)
+                return loader_fail(L, -EINVAL, o, NULL, "empty entry in a comma-separated list");
+        return loader_apply(L, row, items, n, o);
+}
+
+static int env_apply_row(struct loader *L, const struct schema_row *row, config_getenv_fn getenv_fn)
+{
+        struct origin o = {.kind = ORIGIN_ENV};
+        if (schema_env_name(row, o.env, sizeof(o.env)) < 0)
+                return 0;
+        const char *value = getenv_fn(o.env);
+        /* Unset and empty are the same, as in the reference: compose files
+         * often pass "${VAR:-}". */
+        if (!value || !*value)
+                return 0;
+        if (row->flags & SCHEMA_DEPRECATED) {
+                loader_warn_deprecated(L, row, &o);
+                return 0;
+        }
+        if (row->type->is_list)
+                return env_apply_list(L, row, value, &o);
+        struct schema_item item = {.text = value};
+        return loader_apply(L, row, &item, 1, &o);
+}
+
+static int env_apply(struct loader *L, config_getenv_fn getenv_fn)
+{
+        for (size_t i = 0; getenv_fn && i < schema_n_rows; i++) {
+                int r = env_apply_row(L, &schema_rows[i], getenv_fn);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static const struct origin *origin_of(const struct loader *L, const char *name)
+{
+        const struct schema_row *row = schema_find(name);
+        return &L->state[row - schema_rows].origin;
+}
+
+static int check_uid_order(struct loader *L)
+{
+        const struct config *c = &L->cfg;
+        if (c->uid_max >= c->uid_min)
+                return 0;
+        const struct origin *omax = origin_of(L, "jail.uid_max");
+        if (omax->kind == ORIGIN_DEFAULT)
+                return loader_fail(L, -EINVAL, origin_of(L, "jail.uid_min"), "jail.uid_min",
+                                   "%d is above jail.uid_max %d", c->uid_min, c->uid_max);
+        return loader_fail(L, -EINVAL, omax, "jail.uid_max", "%d is below jail.uid_min %d",
+                           c->uid_max, c->uid_min);
+}
+
+/* Each run executing at once needs a UID of its own. */
+static int check_uid_pool(struct loader *L)
+{
+        const struct config *c = &L->cfg;
+        int64_t pool = (int64_t)c->uid_max - c->uid_min + 1;
+        if (pool >= c->max_workers)
+                return 0;
+        const char *blame =
+            origin_of(L, "max_workers")->kind != ORIGIN_DEFAULT ? "max_workers" : "jail.uid_max";
+        return loader_fail(L, -EINVAL, origin_of(L, blame), blame,
+                           "max_workers is %d but the UID pool jail.uid_min..jail.uid_max "
+                           "(%d..%d) holds only %" PRId64 "; each concurrent run needs its own UID",
+                           c->max_workers, c->uid_min, c->uid_max, pool);
+}
+
+static int check_cross(struct loader *L)
+{
+        int r = check_uid_order(L);
+        return r < 0 ? r : check_uid_pool(L);
+}
+
+static int defaults_fill(struct config *cfg)
+{
+        *cfg = (struct config){0};
+        for (size_t i = 0; i < schema_n_rows; i++) {
+                const struct schema_row *row = &schema_rows[i];
+                struct schema_item item = {.text = row->def};
+                struct schema_error e;
+                if (row->flags & SCHEMA_DEPRECATED)
+                        continue;
+                int r = row->type->set(row, cfg, &item, row->type->is_list ? 0 : 1, &e);
+                if (r < 0) {
+                        config_free(cfg);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+void config_defaults(struct config *cfg)
+{
+        /* Only allocation can fail here (the unit tests load every default
+         * through the same checks); without memory there is no daemon. */
+        if (defaults_fill(cfg) < 0) {
+                log_error(NULL, "config.defaults", "error=%s", log_q("out of memory"));
+                abort();
+        }
+}
+
+int config_load_buffer(struct config *cfg, const char *name, const char *yaml, size_t len,
+                       config_getenv_fn getenv_fn, char *err, size_t errlen)
+{
+        _cleanup_free_ struct key_state *state = calloc(schema_n_rows, sizeof(*state));
+        struct loader L = {
+            .name = name ? name : "config", .err = err, .errlen = errlen, .state = state};
+        struct origin start = {0};
+        if (err && errlen)
+                err[0] = '\0';
+        *cfg = (struct config){0};
+        if (!state)
+                return loader_fail(&L, -ENOMEM, &start, NULL, "out of memory");
+        int r = defaults_fill(&L.cfg);
+        if (r < 0)
+                return loader_fail(&L, r, &start, NULL, "out of memory");
+        if (yaml)
+                r = loader_load_yaml(&L, yaml, len);
+        if (r == 0)
+                r = env_apply(&L, getenv_fn);
+        if (r == 0)
+                r = check_cross(&L);
+        if (r < 0) {
+                config_free(&L.cfg);
+                return r;
+        }
+        *cfg = L.cfg;
+        return 0;
+}
+
+static int read_file(const char *path, struct strbuf *sb)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        char chunk[8192];
+        if (fd < 0)
+                return -errno;
+        for (;;) {
+                ssize_t n = RETRY_EINTR(read(fd, chunk, sizeof(chunk)));
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return 0;
+                int r = strbuf_append(sb, chunk, (size_t)n);
+                if (r < 0)
+                        return r == -E2BIG ? -EFBIG : r;
+        }
+}
+
+int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn, char *err,
+                size_t errlen)
+{
+        struct strbuf sb;
+        if (!path)
+                return config_load_buffer(cfg, "(no file)", NULL, 0, getenv_fn, err, errlen);
+        strbuf_init(&sb, CONFIG_FILE_MAX);
+        int r = read_file(path, &sb);
+        if (r < 0) {
+                strbuf_free(&sb);
+                *cfg = (struct config){0};
+                err_set(err, errlen, "%s: %s", path,
+                        r == -EFBIG ? "file is larger than 4M" : strerror(-r));
+                return r;
+        }
+        r = config_load_buffer(cfg, path, sb.data ? sb.data : "", sb.len, getenv_fn, err, errlen);
+        strbuf_free(&sb);
+        return r;
+}
+
+void config_free(struct config *cfg)
+{
+        for (size_t i = 0; cfg && i < schema_n_rows; i++)
+                schema_rows[i].type->free(&schema_rows[i], cfg);
+}
+
+const char *config_getenv_process(const char *name)
+{
+        return getenv(name);
+}

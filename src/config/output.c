@@ -1,0 +1,60 @@
+/* Printing the configuration: config_dump() writes the effective values as
+ * a YAML file that loads back to the same config (the key redacted), and
+ * config_doc() writes the markdown table pasted into docs/CONFIG.md. */
+#include <string.h>
+
+#include "config/schema.h"
+
+static bool same_section(const char *a, const char *b)
+{
+        size_t la = schema_section_len(a);
+        return b && la == schema_section_len(b) && strncmp(a, b, la) == 0;
+}
+
+void config_dump(const struct config *cfg, FILE *out)
+{
+        const char *prev = NULL;
+        for (size_t i = 0; i < schema_n_rows; i++) {
+                const struct schema_row *row = &schema_rows[i];
+                size_t sl = schema_section_len(row->name);
+                if (row->flags & SCHEMA_DEPRECATED)
+                        continue;
+                if (sl && !same_section(row->name, prev))
+                        fprintf(out, "%.*s:\n", (int)sl, row->name);
+                prev = row->name;
+                int indent = sl ? 2 : 0;
+                fprintf(out, "%*s%s:", indent, "", row->name + (sl ? sl + 1 : 0));
+                row->type->dump(row, cfg, out, indent);
+        }
+}
+
+static void doc_default(const struct schema_row *row, char *buf, size_t len)
+{
+        if (row->flags & SCHEMA_DEPRECATED)
+                snprintf(buf, len, "(ignored)");
+        else if (row->type->is_list)
+                snprintf(buf, len, "`[]`");
+        else if (!row->def || !*row->def)
+                snprintf(buf, len, "`\"\"`");
+        else
+                snprintf(buf, len, "`%s`", row->def);
+}
+
+static void doc_row(const struct schema_row *row, FILE *out)
+{
+        char env[80], bounds[80], def[96];
+        if (schema_env_name(row, env, sizeof(env)) < 0)
+                env[0] = '\0';
+        row->type->describe(row, bounds, sizeof(bounds));
+        doc_default(row, def, sizeof(def));
+        fprintf(out, "| `%s` | `%s` | %s%s%s | %s | %s |\n", row->name, env, row->type->doc_name,
+                bounds[0] ? ", " : "", bounds, def, row->doc);
+}
+
+void config_doc(FILE *out)
+{
+        fputs("| key | env | type | default | description |\n", out);
+        fputs("|---|---|---|---|---|\n", out);
+        for (size_t i = 0; i < schema_n_rows; i++)
+                doc_row(&schema_rows[i], out);
+}

@@ -1,0 +1,295 @@
+/* The config schema: every key lockboxd understands, in the order it is
+ * dumped and documented. Sections must stay contiguous (the dumper opens a
+ * section when the prefix changes; a unit test checks). Reference keys keep
+ * dify-sandbox's names, defaults and environment variables. */
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "config/schema.h"
+
+static int check_nonempty(const char *v, struct schema_error *e)
+{
+        return *v ? 0 : schema_fail(e, 0, "must not be empty");
+}
+
+static bool has_control(const char *v)
+{
+        for (; *v; v++)
+                if ((unsigned char)*v < 0x20 || *v == 0x7f)
+                        return true;
+        return false;
+}
+
+static int check_path_chars(const char *v, struct schema_error *e)
+{
+        char q[96];
+        if (has_control(v))
+                return schema_fail(e, 0, "'%s' contains a control character",
+                                   schema_quote(v, q, sizeof(q)));
+        return 0;
+}
+
+static int check_absolute(const char *v, struct schema_error *e)
+{
+        char q[96];
+        if (v[0] != '/')
+                return schema_fail(e, 0, "'%s' is not an absolute path",
+                                   schema_quote(v, q, sizeof(q)));
+        return check_path_chars(v, e);
+}
+
+/* Absolute, no "", "." or ".." component (so no "//" or trailing "/"),
+ * and not "/" itself: the jail binds these read-only over its root. */
+static int check_ro_path(const char *v, struct schema_error *e)
+{
+        char q[96];
+        int r = check_absolute(v, e);
+        if (r < 0)
+                return r;
+        schema_quote(v, q, sizeof(q));
+        if (strcmp(v, "/") == 0)
+                return schema_fail(e, 0, "'/' cannot be bound read-only into the jail");
+        for (const char *p = v + 1;;) {
+                size_t n = strcspn(p, "/");
+                if (n == 2 && strncmp(p, "..", 2) == 0)
+                        return schema_fail(e, 0, "'%s' must not contain '..'", q);
+                if (n == 0 || (n == 1 && *p == '.'))
+                        return schema_fail(e, 0, "'%s' is not a normalised path", q);
+                if (!p[n])
+                        return 0;
+                p += n + 1;
+        }
+}
+
+static int check_listen(const char *v, struct schema_error *e)
+{
+        unsigned char addr[sizeof(struct in6_addr)];
+        char q[96];
+        if (inet_pton(AF_INET, v, addr) == 1 || inet_pton(AF_INET6, v, addr) == 1)
+                return 0;
+        return schema_fail(e, 0, "'%s' is not an IPv4 or IPv6 address",
+                           schema_quote(v, q, sizeof(q)));
+}
+
+static int check_hostname(const char *v, struct schema_error *e)
+{
+        char q[96];
+        size_t n = strlen(v);
+        bool ok = n >= 1 && n <= 63;
+        for (const char *p = v; ok && *p; p++)
+                ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || *p == '-';
+        if (ok)
+                return 0;
+        return schema_fail(e, 0, "'%s' is not a hostname (1 to 63 letters, digits or '-')",
+                           schema_quote(v, q, sizeof(q)));
+}
+
+/* One macro per row shape keeps the table one entry per key. */
+/* clang-format off */
+#define FIELD(f) .offset = offsetof(struct config, f)
+#define INT(key, f, d, lo, hi, env_, doc_) \
+        {.name = key, .type = &schema_type_int, FIELD(f), .def = d, .min = lo, .max = hi, \
+         .env = env_, .doc = doc_}
+#define SIZE(key, f, d, lo, hi, doc_) \
+        {.name = key, .type = &schema_type_size, FIELD(f), .def = d, .min = lo, .max = hi, \
+         .doc = doc_}
+#define DURATION(key, f, d, lo, hi, env_, doc_) \
+        {.name = key, .type = &schema_type_duration, FIELD(f), .def = d, .min = lo, \
+         .max = hi, .env = env_, .doc = doc_}
+#define BOOL(key, f, d, env_, doc_) \
+        {.name = key, .type = &schema_type_bool, FIELD(f), .def = d, .env = env_, .doc = doc_}
+#define STR(key, f, d, chk, env_, doc_) \
+        {.name = key, .type = &schema_type_string, FIELD(f), .def = d, .check = chk, \
+         .env = env_, .doc = doc_}
+#define SECRET(key, f, d, chk, env_, doc_) \
+        {.name = key, .type = &schema_type_string, FIELD(f), .def = d, .check = chk, \
+         .env = env_, .flags = SCHEMA_SECRET, .doc = doc_}
+#define LIST(key, type_, f, nf, chk, env_, doc_) \
+        {.name = key, .type = &type_, FIELD(f), \
+         .count_offset = offsetof(struct config, nf), .check = chk, .env = env_, .doc = doc_}
+#define DEPRECATED(key, env_, doc_) \
+        {.name = key, .type = &schema_type_deprecated, .env = env_, \
+         .flags = SCHEMA_DEPRECATED, .doc = doc_}
+#define K (INT64_C(1) << 10)
+#define M (INT64_C(1) << 20)
+#define G (INT64_C(1) << 30)
+#define HOURS 3600
+
+const struct schema_row schema_rows[] = {
+        INT("app.port", port, "8194", 1, 65535, "SANDBOX_PORT",
+            "TCP port of the HTTP API."),
+        BOOL("app.debug", debug, "false", "DEBUG",
+             "Log debug events."),
+        SECRET("app.key", key, "dify-sandbox", check_nonempty, "API_KEY",
+               "API key clients send in X-Api-Key. Change it. Never printed."),
+        INT("max_workers", max_workers, "4", 1, 256, "MAX_WORKERS",
+            "Runs executing at once; more wait in line."),
+        INT("max_requests", max_requests, "50", 1, 100000, "MAX_REQUESTS",
+            "Runs in flight (executing plus waiting); more are refused."),
+        INT("worker_timeout", worker_timeout, "5", 1, 3600, "WORKER_TIMEOUT",
+            "Wall-clock limit of one run, in seconds."),
+        STR("python_path", python_path, "/usr/bin/python3", check_absolute, "PYTHON_PATH",
+            "Python 3 interpreter (absolute path); its libraries are found from it."),
+        DEPRECATED("python_lib_path", "PYTHON_LIB_PATH",
+                   "Deprecated and ignored: library paths come from python_path."),
+        STR("python_pip_mirror_url", python_pip_mirror_url, "", NULL, "PIP_MIRROR_URL",
+            "Package index for dependency installs; empty means pip's default."),
+        DURATION("python_deps_update_interval", python_deps_update_interval, "30m",
+                 0, 8760 * HOURS, "PYTHON_DEPS_UPDATE_INTERVAL",
+                 "How often dependencies are refreshed; 0 or empty disables."),
+        STR("nodejs_path", nodejs_path, "/usr/bin/node", check_absolute, "NODEJS_PATH",
+            "Node.js interpreter (absolute path)."),
+        BOOL("enable_network", enable_network, "true", "ENABLE_NETWORK",
+             "Let runs that ask for it reach the network (through the proxies if set)."),
+        BOOL("enable_preload", enable_preload, "false", "ENABLE_PRELOAD",
+             "Run the request's preload code before the user's code."),
+        LIST("allowed_syscalls", schema_type_syscalls, allowed_syscalls, n_allowed_syscalls,
+             NULL, "ALLOWED_SYSCALLS",
+             "Extra system calls to allow, by number or name (environment: "
+             "comma-separated). Calls that would undo the jail are refused."),
+        STR("log_path", log_path, "", check_path_chars, NULL,
+            "Directory for lockboxd.log; empty logs to stderr only."),
+        STR("proxy.socks5", proxy_socks5, "", NULL, "SOCKS5_PROXY",
+            "SOCKS5 proxy for networked runs."),
+        STR("proxy.http", proxy_http, "", NULL, "HTTP_PROXY",
+            "HTTP proxy for networked runs."),
+        STR("proxy.https", proxy_https, "", NULL, "HTTPS_PROXY",
+            "HTTPS proxy for networked runs."),
+
+        STR("server.listen", listen, "0.0.0.0", check_listen, NULL,
+            "IPv4 or IPv6 address the HTTP API binds."),
+        SIZE("server.max_body_bytes", max_body_bytes, "16M", 1 * K, 1 * G,
+             "Largest request body accepted."),
+        STR("server.user", user, "nobody", check_nonempty, NULL,
+            "Unprivileged account the HTTP process runs as."),
+        INT("server.connection_timeout", connection_timeout, "30", 1, 3600, NULL,
+            "Seconds an idle client connection is kept."),
+        INT("server.max_connections", max_connections, "256", 4, 10000, NULL,
+            "Client connections served at once."),
+
+        SIZE("limits.memory", memory_bytes, "512M", 16 * M, 64 * G,
+             "Memory of one run."),
+        INT("limits.processes", processes, "64", 4, 4096, NULL,
+            "Tasks (processes and threads) of one run."),
+        SIZE("limits.output", output_bytes, "8M", 1 * K, 1 * G,
+             "Output one run may produce, stdout and stderr together."),
+        SIZE("limits.tmp_size", tmp_bytes, "64M", 1 * M, 16 * G,
+             "Size of a run's /tmp."),
+        INT("limits.tmp_inodes", tmp_inodes, "4096", 16, 1000000, NULL,
+            "Files and directories in a run's /tmp."),
+        INT("limits.cpu_time", cpu_seconds, "30", 1, 86400, NULL,
+            "CPU seconds of one run."),
+        INT("limits.open_files", open_files, "256", 16, 65536, NULL,
+            "Open files per run (RLIMIT_NOFILE)."),
+        SIZE("limits.file_size", file_bytes, "64M", 1 * K, 16 * G,
+             "Largest file a run may write."),
+
+        INT("jail.uid_min", uid_min, "10000", 1000, 2000000000, NULL,
+            "First UID of the pool runs execute as."),
+        INT("jail.uid_max", uid_max, "10999", 1000, 2000000000, NULL,
+            "Last UID of the pool; at least jail.uid_min, and the pool must hold "
+            "max_workers UIDs."),
+        LIST("jail.extra_ro_paths", schema_type_strlist, extra_ro_paths, n_extra_ro_paths,
+             check_ro_path, NULL,
+             "Extra absolute paths bound read-only into the jail (environment: "
+             "comma-separated)."),
+        STR("jail.hostname", hostname, "sandbox", check_hostname, NULL,
+            "Hostname runs see (1 to 63 letters, digits or '-')."),
+
+        STR("dependencies.python_requirements", python_requirements,
+            "dependencies/python-requirements.txt", check_nonempty, NULL,
+            "pip requirements file for the shared dependency layer."),
+};
+/* clang-format on */
+
+const size_t schema_n_rows = ELEMENTSOF(schema_rows);
+
+const struct schema_row *schema_find(const char *name)
+{
+        for (size_t i = 0; i < schema_n_rows; i++)
+                if (strcmp(schema_rows[i].name, name) == 0)
+                        return &schema_rows[i];
+        return NULL;
+}
+
+size_t schema_section_len(const char *name)
+{
+        const char *dot = strchr(name, '.');
+        return dot ? (size_t)(dot - name) : 0;
+}
+
+bool schema_is_section(const char *name, size_t len)
+{
+        for (size_t i = 0; i < schema_n_rows && len > 0; i++)
+                if (schema_section_len(schema_rows[i].name) == len &&
+                    strncmp(schema_rows[i].name, name, len) == 0)
+                        return true;
+        return false;
+}
+
+int schema_env_name(const struct schema_row *row, char *buf, size_t len)
+{
+        int n = row->env ? snprintf(buf, len, "%s", row->env)
+                         : snprintf(buf, len, "LOCKBOX_%s", row->name);
+        if (n < 0 || (size_t)n >= len)
+                return -ENOBUFS;
+        for (char *p = buf; !row->env && *p; p++)
+                *p = *p == '.' ? '_' : (*p >= 'a' && *p <= 'z') ? (char)(*p - 'a' + 'A') : *p;
+        return 0;
+}
+
+const char *schema_quote(const char *value, char *buf, size_t len)
+{
+        const size_t cut = 60;
+        size_t o = 0;
+        if (len < 4) {
+                if (len > 0)
+                        buf[0] = '\0';
+                return buf;
+        }
+        for (const char *p = value; *p && o < len - 4; p++) {
+                if (o == cut) {
+                        memcpy(buf + o, "...", 3);
+                        o += 3;
+                        break;
+                }
+                unsigned char c = (unsigned char)*p;
+                buf[o++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+        }
+        buf[o] = '\0';
+        return buf;
+}
+
+int schema_fail(struct schema_error *e, size_t item, const char *fmt, ...)
+{
+        va_list ap;
+        e->item = item;
+        va_start(ap, fmt);
+        vsnprintf(e->reason, sizeof(e->reason), fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+int schema_fail_nomem(struct schema_error *e, size_t item)
+{
+        schema_fail(e, item, "out of memory");
+        return -ENOMEM;
+}
+
+void schema_dump_string(FILE *out, const char *s)
+{
+        fputc('"', out);
+        for (const char *p = s ? s : ""; *p; p++) {
+                unsigned char c = (unsigned char)*p;
+                if (c == '"' || c == '\\')
+                        fprintf(out, "\\%c", c);
+                else if (c < 0x20 || c == 0x7f)
+                        fprintf(out, "\\x%02x", c);
+                else
+                        fputc(c, out);
+        }
+        fputc('"', out);
+}
