@@ -92,6 +92,25 @@ static const struct route *find_route(const char *method, const char *url, bool 
         return NULL;
 }
 
+/* Headers are capped here, with a JSON answer, well below the 1 MiB
+ * per-connection pool where libmicrohttpd would refuse them itself. */
+#define HEADERS_MAX (64 * 1024)
+
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+        size_t *total = cls;
+        *total += strlen(key) + (value ? strlen(value) : 0) + 4;
+        return MHD_YES;
+}
+
+static size_t headers_size(struct MHD_Connection *conn)
+{
+        size_t total = 0;
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header_size, &total);
+        return total;
+}
+
 static int64_t ms_since(const struct timespec *t)
 {
         struct timespec now;
@@ -113,6 +132,12 @@ static enum MHD_Result first_call(struct http_state *st, struct MHD_Connection *
                                   struct request *rq, const char *method, const char *url)
 {
         bool known;
+        if (headers_size(conn) > HEADERS_MAX)
+                return send_reply(conn, rq,
+                                  (struct http_reply){431, result_error_json(
+                                                                   -431, "request headers larger "
+                                                                         "than 65536 bytes")},
+                                  true);
         rq->route = find_route(method, url, &known);
         if (!rq->route)
                 return send_reply(conn, rq,
@@ -223,14 +248,15 @@ static struct MHD_Daemon *start_daemon(struct http_state *st, const struct http_
         const struct config *cfg = o->cfg;
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+        /* The logger goes first, or libmicrohttpd warns about it. */
         return MHD_start_daemon(
-                flags, 0, NULL, NULL, on_request, st, MHD_OPTION_LISTEN_SOCKET, o->listen_fd,
+                flags, 0, NULL, NULL, on_request, st, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, st,
+                MHD_OPTION_LISTEN_SOCKET, o->listen_fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1024 * 1024,
                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, st, MHD_OPTION_EXTERNAL_LOGGER,
-                mhd_log, st, MHD_OPTION_END);
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, st, MHD_OPTION_END);
 }
 
 /* Requests in flight finish (each run is bounded by worker_timeout);

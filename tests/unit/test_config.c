@@ -521,6 +521,15 @@ TEST(config_errors_extra_ro_paths)
         EXPECT_LOAD_ERROR("jail:\n  extra_ro_paths: [/]\n", NULL,
                           "x.yaml:2:20: jail.extra_ro_paths: '/' cannot be bound read-only into "
                           "the jail");
+        EXPECT_LOAD_ERROR("jail:\n  extra_ro_paths: [/tmp/models]\n", NULL,
+                          "x.yaml:2:20: jail.extra_ro_paths: '/tmp/models' is inside /tmp, which "
+                          "the jail provides itself");
+        EXPECT_LOAD_ERROR("jail:\n  extra_ro_paths: [/etc/passwd]\n", NULL,
+                          "x.yaml:2:20: jail.extra_ro_paths: '/etc/passwd' is inside /etc/passwd, "
+                          "which the jail provides itself");
+        EXPECT_LOAD_ERROR("jail:\n  extra_ro_paths: [/dev]\n", NULL,
+                          "x.yaml:2:20: jail.extra_ro_paths: '/dev' is inside /dev, which the jail "
+                          "provides itself");
         const char *unnormal[] = {"/a//b", "/a/", "/a/./b", "//a", "/."};
         for (size_t i = 0; i < sizeof(unnormal) / sizeof(unnormal[0]); i++) {
                 char text[64], want[160];

@@ -1,0 +1,457 @@
+"""Fixtures that drive the real lockboxd on loopback.
+
+`lockboxd_factory` starts daemons with a temporary YAML config (free port,
+a UID range of their own, a temporary requirements file) and, on teardown,
+stops them with SIGTERM and checks that nothing is left behind: processes,
+cgroups, mounts, files. `daemon` is the shared default daemon, checked to
+be alive and idle (no process of its UID range) after every test.
+"""
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+import requests
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOCKBOXD = os.environ.get("LOCKBOXD") or os.path.join(REPO, "build", "lockboxd")
+KEY = "integration-test-key-7f3a"
+REQUIREMENTS = "requests==2.28.1\n# a comment\njinja2>=3\n"
+CGROUP_ROOT = "/sys/fs/cgroup"
+# Every daemon gets 100 UIDs of its own; two daemons never share one. The
+# base moves with our pid so two suites running at once do not collide.
+UID_BASE = 20000 + (os.getpid() % 4000) * 2000
+_uid_blocks = itertools.count()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def yaml_scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_yaml(obj, indent=0):
+    """Tiny YAML emitter for nested dicts of scalars and lists of scalars."""
+    pad = "  " * indent
+    lines = []
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            lines.append(f"{pad}{k}:")
+            lines.append(to_yaml(v, indent + 1))
+        elif isinstance(v, list):
+            lines.append(f"{pad}{k}: [" + ", ".join(yaml_scalar(x) for x in v) + "]")
+        else:
+            lines.append(f"{pad}{k}: {yaml_scalar(v)}")
+    return "\n".join(lines)
+
+
+def merge(base, extra):
+    out = dict(base)
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def proc_status(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def processes_in_uid_range(lo, hi):
+    """[(pid, name, uids)] of every process whose real/effective/saved/fs
+    UID is in [lo, hi]."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        st = proc_status(name)
+        if not st or "Uid" not in st:
+            continue
+        uids = [int(x) for x in st["Uid"].split()]
+        if any(lo <= u <= hi for u in uids):
+            found.append((int(name), st.get("Name"), uids))
+    return found
+
+
+def children_of(pid):
+    kids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_status(name)
+            if st and st.get("PPid") == str(pid):
+                kids.append(int(name))
+    return kids
+
+
+def daemon_cgroup_dirs(pid):
+    """The daemon's lockbox.<pid> dirs in the memory and pids hierarchies,
+    from /proc/<pid>/cgroup (cgroup v1)."""
+    dirs = {}
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in ctrls.split(","):
+                if c in ("memory", "pids"):
+                    base = os.path.join(CGROUP_ROOT, c) + (path if path != "/" else "")
+                    dirs[c] = os.path.join(base, f"lockbox.{pid}")
+    return dirs
+
+
+def lockbox_mounts():
+    with open("/proc/self/mountinfo") as f:
+        return {line for line in f if "lockbox" in line}
+
+
+def files_owned_in_range(lo, hi, roots=("/tmp", "/var/tmp", "/dev/shm", "/run")):
+    found = []
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
+            if dirpath.count(os.sep) - root.count(os.sep) >= 3:
+                dirnames[:] = []
+            for n in dirnames + filenames:
+                p = os.path.join(dirpath, n)
+                try:
+                    uid = os.lstat(p).st_uid
+                except OSError:
+                    continue
+                if lo <= uid <= hi:
+                    found.append(p)
+    return found
+
+
+class Daemon:
+    def __init__(self, config, workdir, env=None, pool=100):
+        self.k = next(_uid_blocks)
+        self.uid_min = UID_BASE + 100 * self.k
+        self.uid_max = self.uid_min + min(pool, 100) - 1
+        self.workdir = workdir
+        self.port = None
+        self.proc = None
+        self.key = KEY
+        self.requirements_path = os.path.join(workdir, "python-requirements.txt")
+        self.config_path = os.path.join(workdir, "config.yaml")
+        self.log_path = os.path.join(workdir, "lockboxd.stderr")
+        self.base_config = config
+        self.extra_env = env or {}
+        self.session = None
+        self.cgroup_dirs = {}
+        self.stopped = False
+
+    # ------------------------------------------------------------------ start
+    def write_config(self):
+        cfg = {
+            "app": {"port": self.port, "key": KEY},
+            "server": {"listen": "127.0.0.1"},
+            "jail": {"uid_min": self.uid_min, "uid_max": self.uid_max},
+            "dependencies": {"python_requirements": self.requirements_path},
+        }
+        cfg = merge(cfg, self.base_config)
+        with open(self.config_path, "w") as f:
+            f.write(to_yaml(cfg) + "\n")
+
+    def start(self):
+        assert os.access(LOCKBOXD, os.X_OK), f"{LOCKBOXD} missing: run make build/lockboxd"
+        stray = processes_in_uid_range(self.uid_min, self.uid_max)
+        assert not stray, f"UID range {self.uid_min}-{self.uid_max} already in use: {stray}"
+        with open(self.requirements_path, "w") as f:
+            f.write(REQUIREMENTS)
+        self.mounts_before = lockbox_mounts()
+        # Clean environment: the reference's override variables (API_KEY,
+        # SANDBOX_PORT, ...) must not leak in from the caller's shell.
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "LANG": "C.UTF-8"}
+        env.update(self.extra_env)
+        for attempt in range(5):
+            self.port = free_port()
+            self.write_config()
+            self.log_file = open(self.log_path, "wb")
+            self.proc = subprocess.Popen([LOCKBOXD, "--config", self.config_path],
+                                         cwd=self.workdir, env=env,
+                                         stdin=subprocess.DEVNULL,
+                                         stdout=self.log_file, stderr=self.log_file)
+            if self.wait_healthy():
+                break
+            rc = self.proc.poll()
+            if rc is not None and "cannot listen" in self.log:
+                self.log_file.close()
+                continue  # someone took the port between probe and bind
+            self.kill_hard()
+            pytest.fail(f"lockboxd did not become healthy (rc={rc}):\n{self.log}")
+        else:
+            pytest.fail(f"lockboxd could not bind a port:\n{self.log}")
+        self.session = self.new_session()
+        self.cgroup_dirs = daemon_cgroup_dirs(self.pid)
+        for c, d in self.cgroup_dirs.items():
+            assert os.path.isdir(d), f"daemon's {c} cgroup {d} missing:\n{self.log}"
+        return self
+
+    def wait_healthy(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        probe = requests.Session()
+        probe.trust_env = False
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    return False
+                try:
+                    r = probe.get(self.url("/health"), timeout=1)
+                    if r.status_code == 200:
+                        # still ours (not another server that won the port)?
+                        time.sleep(0.05)
+                        return self.proc.poll() is None
+                except requests.RequestException:
+                    pass
+                time.sleep(0.02)
+            return False
+        finally:
+            probe.close()
+
+    # ---------------------------------------------------------------- clients
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @property
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def new_session(self):
+        s = requests.Session()
+        s.trust_env = False  # no proxies from the environment
+        s.headers["X-Api-Key"] = KEY
+        return s
+
+    def post(self, path, session=None, **kw):
+        kw.setdefault("timeout", 60)
+        return (session or self.session).post(self.url(path), **kw)
+
+    def get(self, path, session=None, **kw):
+        kw.setdefault("timeout", 60)
+        return (session or self.session).get(self.url(path), **kw)
+
+    def run_response(self, code, session=None, headers=None, **fields):
+        body = {"language": "python3", "code": code, "preload": "", "enable_network": False}
+        body.update(fields)
+        return self.post("/v1/sandbox/run", session=session, json=body, headers=headers)
+
+    def run(self, code, session=None, **fields):
+        """POST /v1/sandbox/run and return the parsed JSON envelope."""
+        r = self.run_response(code, session=session, **fields)
+        assert r.headers.get("Content-Type", "").startswith("application/json"), r.text
+        return r.json()
+
+    def run_data(self, code, **fields):
+        """Run and return `data` after checking the envelope says success."""
+        r = self.run(code, **fields)
+        assert r["code"] == 0 and r["message"] == "success", r
+        return r["data"]
+
+    def assert_serving(self):
+        """/health answers and a normal run works."""
+        assert self.proc.poll() is None, f"lockboxd died:\n{self.log[-4000:]}"
+        s = self.new_session()
+        r = s.get(self.url("/health"), timeout=10)
+        assert (r.status_code, r.text) == (200, '"ok"')
+        d = self.run("print(6 * 7)", session=s)
+        assert d["code"] == 0, d
+        assert (d["data"]["stdout"], d["data"]["exit_code"]) == ("42\n", 0), d
+
+    def assert_idle(self):
+        """After every response: no process of the run's UID range is left
+        (the response comes only after every process of the run is gone)
+        and no run cgroup remains."""
+        left = processes_in_uid_range(self.uid_min, self.uid_max)
+        assert not left, f"processes left in the sandbox UID range: {left}"
+        for c, d in self.cgroup_dirs.items():
+            subs = [e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
+            assert not subs, f"run cgroups left under {d}: {subs}"
+
+    # ------------------------------------------------------------------- stop
+    def kill_hard(self):
+        if self.proc and self.proc.poll() is None:
+            for kid in children_of(self.proc.pid):
+                try:
+                    os.kill(kid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self):
+        """SIGTERM; exit 0 within 20 s; nothing left behind."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.session:
+            self.session.close()
+        if self.proc.poll() is not None:
+            pytest.fail(f"lockboxd exited early with {self.proc.returncode}:\n{self.log[-4000:]}")
+        kids = children_of(self.pid)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill_hard()
+            pytest.fail(f"lockboxd did not exit within 20 s of SIGTERM:\n{self.log[-4000:]}")
+        finally:
+            self.log_file.close()
+        assert rc == 0, f"lockboxd exited with {rc} after SIGTERM:\n{self.log[-4000:]}"
+        self.assert_nothing_left(kids)
+
+    def assert_nothing_left(self, kids):
+        still = [k for k in kids if proc_status(k) is not None
+                 and proc_status(k).get("State", "").split()[0] != "Z"]
+        assert not still, f"daemon's child processes survived it: {still}"
+        left = processes_in_uid_range(self.uid_min, self.uid_max)
+        assert not left, f"processes left in UID range {self.uid_min}-{self.uid_max}: {left}"
+        for c, d in self.cgroup_dirs.items():
+            assert not os.path.exists(d), f"{c} cgroup {d} left behind"
+        new_mounts = lockbox_mounts() - self.mounts_before
+        assert not new_mounts, f"mounts left behind: {new_mounts}"
+        files = files_owned_in_range(self.uid_min, self.uid_max)
+        assert not files, f"files owned by sandbox UIDs left behind: {files}"
+        ours = {"config.yaml", "python-requirements.txt", "lockboxd.stderr"}
+        extra = set(os.listdir(self.workdir)) - ours
+        assert not extra, f"files left in the daemon's working directory: {extra}"
+
+
+@pytest.fixture(scope="session")
+def _session_tmp():
+    d = tempfile.mkdtemp(prefix="lockbox-it-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _start(config, parent, env=None, pool=100):
+    workdir = tempfile.mkdtemp(prefix="d", dir=parent)
+    # The HTTP process (server.user, unprivileged) reads the requirements file.
+    os.chmod(workdir, 0o755)
+    return Daemon(config or {}, workdir, env, pool).start()
+
+
+@pytest.fixture(scope="session")
+def _default_daemon(_session_tmp):
+    d = _start({"max_workers": 4, "max_requests": 50}, _session_tmp)
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def daemon(_default_daemon):
+    """The shared default daemon; after the test it must still be alive,
+    answer /health and hold no process in its UID range."""
+    yield _default_daemon
+    d = _default_daemon
+    assert d.proc.poll() is None, f"lockboxd died during the test:\n{d.log[-4000:]}"
+    r = d.new_session().get(d.url("/health"), timeout=10)
+    assert (r.status_code, r.text) == (200, '"ok"')
+    d.assert_idle()
+
+
+@pytest.fixture
+def lockboxd_factory(_session_tmp):
+    """start(_env=None, _pool=100, **config) -> Daemon; every daemon started
+    is stopped (and checked) at the end of the test unless the test stopped
+    it first. _env adds environment variables, _pool sizes the UID range."""
+    started = []
+
+    def start(_env=None, _pool=100, **config):
+        d = _start(config, _session_tmp, _env, _pool)
+        started.append(d)
+        return d
+
+    yield start
+    errors = []
+    for d in started:
+        try:
+            d.stop()
+        except BaseException as e:  # report every daemon, not just the first
+            d.kill_hard()
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+@pytest.fixture(scope="module")
+def module_daemon_factory(_session_tmp):
+    """Like lockboxd_factory, for a daemon shared by one test module."""
+    started = []
+
+    def start(**config):
+        d = _start(config, _session_tmp)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        try:
+            d.stop()
+        finally:
+            d.kill_hard()
+
+
+class TcpServer:
+    """A one-shot TCP server on 127.0.0.1 that greets each client, for
+    network tests: it records how many clients reached it."""
+
+    def __init__(self, greeting=b"hello-from-host"):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.greeting = greeting
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._serve, daemon=True)
+        self._t.start()
+
+    def _serve(self):
+        while not self._stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            with c:
+                c.sendall(self.greeting)
+
+    def close(self):
+        self._stop.set()
+        self._t.join(5)
+        self.sock.close()
+
+
+@pytest.fixture
+def tcp_server():
+    s = TcpServer()
+    yield s
+    s.close()
