@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -26,6 +27,7 @@
 #include "base/util.h"
 #include "config/config.h"
 #include "http/server.h"
+#include "jail/policy.h"
 #include "pool/jailer.h"
 
 static int open_listener(const struct config *cfg, int *ret, char *err, size_t errlen)
@@ -111,12 +113,21 @@ static _Noreturn void http_child(const struct config *cfg, const struct http_ser
                                  uid_t uid, gid_t gid, pid_t jailer)
 {
         log_set_role("http");
+        struct policy_prog filter;
+        int r = policy_build_server(&filter);
+        if (r < 0) {
+                log_error(NULL, "http.filter", "error=%s", log_q(strerror(-r)));
+                _exit(1);
+        }
+        struct sock_fprog prog = {.len = filter.len, .filter = filter.insns};
         if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
             setresuid(uid, uid, uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0) {
                 log_error(NULL, "http.drop_privileges", "error=%s", log_q(strerror(errno)));
                 _exit(1);
         }
+        policy_prog_free(&filter);
         if (getppid() != jailer)
                 _exit(1);
         _exit(http_server_run(o));

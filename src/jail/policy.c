@@ -408,6 +408,33 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret)
         return r;
 }
 
+int policy_build_server(struct policy_prog *ret)
+{
+        static const char *const deny[] = {"execve", "execveat", "fork", "vfork", "clone3"};
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx)
+                return -ENOMEM;
+        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(deny) + ELEMENTSOF(kill_names); i++) {
+                const char *name = i < ELEMENTSOF(deny) ? deny[i] : kill_names[i - ELEMENTSOF(deny)];
+                int nr = seccomp_syscall_resolve_name(name);
+                /* clone3 gets ENOSYS so glibc falls back to clone for threads */
+                uint32_t act = strcmp(name, "clone3") == 0 ? SCMP_ACT_ERRNO(ENOSYS)
+                                                           : SCMP_ACT_KILL_PROCESS;
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, act, nr, 0);
+        }
+        /* threads only */
+        int nr = seccomp_syscall_resolve_name("clone");
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 1,
+                                     SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+        if (r >= 0)
+                r = export_prog(ctx, ret);
+        seccomp_release(ctx);
+        return r;
+}
+
 void policy_prog_free(struct policy_prog *p)
 {
         free(p->insns);
