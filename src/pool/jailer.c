@@ -360,8 +360,9 @@ static void run_start(struct jailer *j, const struct proto_run *m, int *fds)
         run->next = j->runs;
         j->runs = run;
         j->n_runs++;
-        log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d", run->slot->rt->name,
-                  (unsigned)run->uid, run->network, (int)run->proc.pid);
+        log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d spawn_us=%llu",
+                  run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->proc.pid,
+                  (unsigned long long)elapsed_us(&run->start));
 }
 
 static void on_ctrl(struct jailer *j)
