@@ -66,6 +66,9 @@ struct schema_row {
 extern const struct schema_row schema_rows[];
 extern const size_t schema_n_rows;
 
+/* For types without bounds to describe: an empty string. */
+void schema_describe_nothing(const struct schema_row *row, char *buf, size_t len);
+
 extern const struct schema_type schema_type_int;
 extern const struct schema_type schema_type_bool;
 extern const struct schema_type schema_type_string;

@@ -123,17 +123,11 @@ static void syscalls_free(const struct schema_row *row, struct config *cfg)
         *(size_t *)((char *)cfg + row->count_offset) = 0;
 }
 
-static void syscalls_describe(const struct schema_row *row, char *buf, size_t len)
-{
-        if (len > 0)
-                buf[0] = '\0';
-}
-
 const struct schema_type schema_type_syscalls = {
     .doc_name = "list of syscalls",
     .is_list = true,
     .set = syscalls_set,
     .dump = syscalls_dump,
-    .describe = syscalls_describe,
+    .describe = schema_describe_nothing,
     .free = syscalls_free,
 };

@@ -196,7 +196,7 @@ static void bool_dump(const struct schema_row *row, const struct config *cfg, FI
         fprintf(out, " %s\n", *(const bool *)schema_cfield(row, cfg) ? "true" : "false");
 }
 
-static void no_bounds(const struct schema_row *row, char *buf, size_t len)
+void schema_describe_nothing(const struct schema_row *row, char *buf, size_t len)
 {
         if (len > 0)
                 buf[0] = '\0';
@@ -206,7 +206,7 @@ const struct schema_type schema_type_bool = {
     .doc_name = "boolean",
     .set = bool_set,
     .dump = bool_dump,
-    .describe = no_bounds,
+    .describe = schema_describe_nothing,
     .free = free_nothing,
 };
 
@@ -250,7 +250,7 @@ const struct schema_type schema_type_string = {
     .doc_name = "string",
     .set = string_set,
     .dump = string_dump,
-    .describe = no_bounds,
+    .describe = schema_describe_nothing,
     .free = string_free,
 };
 
@@ -330,7 +330,7 @@ const struct schema_type schema_type_strlist = {
     .is_list = true,
     .set = strlist_set,
     .dump = strlist_dump,
-    .describe = no_bounds,
+    .describe = schema_describe_nothing,
     .free = strlist_free,
 };
 
@@ -352,6 +352,6 @@ const struct schema_type schema_type_deprecated = {
     .doc_name = "deprecated",
     .set = deprecated_set,
     .dump = deprecated_dump,
-    .describe = no_bounds,
+    .describe = schema_describe_nothing,
     .free = free_nothing,
 };

@@ -330,16 +330,26 @@ static int form_lookup(const char *form, size_t len, const char *name, char **re
         return 0;
 }
 
+/* form_lookup() with its errors turned into messages: 1 found, 0 absent. */
+static int form_get(const struct body *b, const char *name, char **ret, size_t *ret_len,
+                    const struct errmsg *e)
+{
+        int r = form_lookup(b->form, b->form_len, name, ret, ret_len);
+        if (r == -EINVAL)
+                return errmsg_set(e, "invalid form encoding in '%s'", name);
+        if (r < 0)
+                return errmsg_oom(e);
+        return r;
+}
+
 static int form_text(const struct body *b, const char *name, bool required, char **ret,
                      size_t *ret_len, const struct errmsg *e)
 {
         _cleanup_free_ char *v = NULL;
         size_t len = 0;
-        int r = form_lookup(b->form, b->form_len, name, &v, &len);
-        if (r == -EINVAL)
-                return errmsg_set(e, "invalid form encoding in '%s'", name);
+        int r = form_get(b, name, &v, &len, e);
         if (r < 0)
-                return errmsg_oom(e);
+                return r;
         if (r == 0) {
                 if (required)
                         return errmsg_set(e, "%s: required", name);
@@ -358,11 +368,9 @@ static int form_bool(const struct body *b, const char *name, bool *ret, const st
 {
         _cleanup_free_ char *v = NULL;
         size_t len = 0;
-        int r = form_lookup(b->form, b->form_len, name, &v, &len);
-        if (r == -EINVAL)
-                return errmsg_set(e, "invalid form encoding in '%s'", name);
+        int r = form_get(b, name, &v, &len, e);
         if (r < 0)
-                return errmsg_oom(e);
+                return r;
         if (r == 0) {
                 *ret = false;
                 return 0;
