@@ -38,7 +38,9 @@ static int language_id(const char *name)
 {
         if (strcmp(name, "python3") == 0)
                 return LANG_PYTHON3;
-        return -1; /* nodejs arrives with its runtime */
+        if (strcmp(name, "nodejs") == 0)
+                return LANG_NODEJS;
+        return -1;
 }
 
 static int64_t mono_ms(void)

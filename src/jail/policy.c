@@ -58,7 +58,7 @@ static const char *const allow_names[] = {
 
 /* Probes a program may make harmlessly: fail with EPERM, run continues. */
 static const char *const eperm_names[] = {
-        "fork", "vfork", "listen", "accept", "accept4", "setrlimit",
+        "listen", "accept", "accept4", "setrlimit",
 };
 
 /* Exec goes to the jailer, which continues exactly one per run: the jail's
@@ -103,17 +103,29 @@ static int eperm_otherwise(scmp_filter_ctx ctx, int nr, unsigned arg)
                                 SCMP_CMP(arg, SCMP_CMP_GE, 0));
 }
 
+/* A new process: EPERM, which Python reports as "Operation not permitted";
+ * or, for runtimes whose spawn error would not say so (Node.js prints
+ * "spawn ls EPERM"), stop the run and name the call. */
+static uint32_t spawn_action(const struct policy_opts *o)
+{
+        return o->spawn_kills ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM);
+}
+
 static int add_clone(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 {
-        /* Threads yes (CLONE_THREAD, no new namespaces); processes get
-         * EPERM, which runtimes report as "operation not permitted". */
+        /* Threads yes (CLONE_THREAD, no new namespaces); processes no. */
         int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
                                  SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD | NS_FLAGS,
                                             CLONE_THREAD));
         if (r < 0)
                 return r;
-        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+        return seccomp_rule_add(ctx, spawn_action(o), nr, 1,
                                 SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+}
+
+static int add_fork(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
+{
+        return seccomp_rule_add(ctx, spawn_action(o), nr, 0);
 }
 
 static int add_socket(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
@@ -235,7 +247,8 @@ static const struct arg_rule {
         const char *name;
         int (*add)(scmp_filter_ctx ctx, int nr, const struct policy_opts *o);
 } arg_rules[] = {
-        {"clone", add_clone},       {"socket", add_socket}, {"socketpair", add_socketpair},
+        {"clone", add_clone},       {"fork", add_fork},     {"vfork", add_fork},
+        {"socket", add_socket},     {"socketpair", add_socketpair},
         {"ioctl", add_ioctl},       {"prctl", add_prctl},   {"prlimit64", add_prlimit},
         {"kill", add_kill},         {"tgkill", add_tgkill}, {"mmap", add_mmap},
 };

@@ -100,6 +100,7 @@ static int build_filters(struct jailer *j, struct lang_slot *s, char *err, size_
                 struct policy_opts o = {
                         .network = net,
                         .no_memcg = cgroup_root_mode(j->cg) == CGROUP_NONE,
+                        .spawn_kills = s->rt->spawn_kills,
                         .self_pid = 1,
                         .lang_allow = s->rt->lang_allow,
                         .extra = j->cfg->allowed_syscalls,
@@ -136,6 +137,15 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
         return watch_add(j, j->sigfd, &j->w_sig);
 }
 
+/* Node.js is optional: a host without it still serves Python, and nodejs
+ * requests get a clear -500. */
+static void add_optional_node(struct jailer *j)
+{
+        char err[256] = "";
+        if (runtime_node_new(j->cfg, &j->langs[LANG_NODEJS].rt, err, sizeof(err)) < 0)
+                log_warn(NULL, "runtime.unavailable", "language=nodejs error=%s", log_q(err));
+}
+
 int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t errlen)
 {
         struct jailer *j = calloc(1, sizeof(*j));
@@ -148,6 +158,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                          strerror(-r));
         if (r == 0)
                 r = runtime_python_new(cfg, &j->langs[LANG_PYTHON3].rt, err, errlen);
+        if (r == 0)
+                add_optional_node(j);
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(j->langs); i++)
                 if (j->langs[i].rt)
                         r = build_filters(j, &j->langs[i], err, errlen);
@@ -321,8 +333,8 @@ static bool run_msg_valid(const struct jailer *j, const struct proto_run *m, con
                           size_t nf)
 {
         return nf == 4 && m->hdr.magic == PROTO_MAGIC && m->hdr.type == PROTO_RUN &&
-               m->language < ELEMENTSOF(j->langs) && j->langs[m->language].rt &&
-               m->network <= 1 && fd_is(fds[0], S_IFSOCK) && fd_is(fds[1], S_IFIFO) &&
+               m->language > 0 && m->language < ELEMENTSOF(j->langs) && m->network <= 1 &&
+               fd_is(fds[0], S_IFSOCK) && fd_is(fds[1], S_IFIFO) &&
                fd_is(fds[2], S_IFIFO) && fd_is(fds[3], S_IFIFO);
 }
 
@@ -330,6 +342,11 @@ static void run_start(struct jailer *j, const struct proto_run *m, int *fds)
 {
         if (j->stopping || j->n_runs >= (unsigned)j->cfg->max_workers) {
                 refuse(fds[0], RUN_STATUS_BUSY, NULL);
+                return;
+        }
+        if (!j->langs[m->language].rt) {
+                refuse(fds[0], RUN_STATUS_INTERNAL, "this language's interpreter is not "
+                                                    "available on the host (see the log)");
                 return;
         }
         struct run *run = calloc(1, sizeof(*run));

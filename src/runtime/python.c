@@ -4,11 +4,6 @@
  * the code has no file). -I ignores PYTHON* variables, user site and the
  * working directory on sys.path; -B writes no bytecode; -u keeps output
  * printed before a kill. */
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "config/config.h"
 #include "ipc/proto.h"
 #include "runtime/runtime.h"
@@ -49,29 +44,7 @@ static const char *const python_allow[] = {NULL};
 int runtime_python_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen)
 {
         static const char *const args[] = {"-I", "-B", "-u", "-c", python_boot};
-        struct runtime *rt = calloc(1, sizeof(*rt));
-        if (!rt)
-                return -ENOMEM;
-        rt->name = "python3";
-        rt->lang = LANG_PYTHON3;
-        rt->lang_allow = python_allow;
-        rt->exec_path = strdup(cfg->python_path);
-        rt->argv = calloc(sizeof(args) / sizeof(args[0]) + 2, sizeof(char *));
-        int r = rt->exec_path && rt->argv ? 0 : -ENOMEM;
-        /* argv[0] is the real path: CPython derives its prefix from it. */
-        if (r == 0 && !(rt->argv[0] = strdup(cfg->python_path)))
-                r = -ENOMEM;
-        for (size_t i = 0; r == 0 && i < sizeof(args) / sizeof(args[0]); i++)
-                if (!(rt->argv[i + 1] = strdup(args[i])))
-                        r = -ENOMEM;
-        if (r == 0)
-                r = runtime_ro_paths(cfg, cfg->python_path, rt, err, errlen);
-        if (r < 0) {
-                if (!*err)
-                        snprintf(err, errlen, "python runtime: %s", strerror(-r));
-                runtime_free(rt);
-                return r;
-        }
-        *ret = rt;
-        return 0;
+        return runtime_new_common("python3", LANG_PYTHON3, cfg->python_path, args,
+                                  sizeof(args) / sizeof(args[0]), python_allow, cfg, ret, err,
+                                  errlen);
 }

@@ -67,13 +67,10 @@ int runtime_ro_paths(const struct config *cfg, const char *exec_path, struct run
         /* An interpreter outside /usr (say /opt/python/bin/python3) brings
          * its prefix: two levels above the real binary. */
         char real[PATH_MAX];
-        if (!realpath(exec_path, real)) {
-                snprintf(err, errlen, "%s: %s", exec_path, strerror(errno));
-                return -errno;
-        }
-        if (access(real, X_OK) < 0) {
-                snprintf(err, errlen, "%s: not executable: %s", exec_path, strerror(errno));
-                return -errno;
+        if (!realpath(exec_path, real) || access(real, X_OK) < 0) {
+                int e = errno;
+                snprintf(err, errlen, "%s: %s", exec_path, strerror(e));
+                return -e;
         }
         char *slash = strrchr(real, '/');
         if (slash && slash != real)
@@ -119,6 +116,37 @@ char **runtime_env(const struct config *cfg, int network)
                 return NULL;
         }
         return env;
+}
+
+int runtime_new_common(const char *name, uint32_t lang, const char *exec_path,
+                       const char *const *args, size_t n_args, const char *const *lang_allow,
+                       const struct config *cfg, struct runtime **ret, char *err, size_t errlen)
+{
+        struct runtime *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                return -ENOMEM;
+        rt->name = name;
+        rt->lang = lang;
+        rt->lang_allow = lang_allow;
+        rt->exec_path = strdup(exec_path);
+        rt->argv = calloc(n_args + 2, sizeof(char *));
+        int r = rt->exec_path && rt->argv ? 0 : -ENOMEM;
+        /* argv[0] is the configured path: CPython derives its prefix from it. */
+        if (r == 0 && !(rt->argv[0] = strdup(exec_path)))
+                r = -ENOMEM;
+        for (size_t i = 0; r == 0 && i < n_args; i++)
+                if (!(rt->argv[i + 1] = strdup(args[i])))
+                        r = -ENOMEM;
+        if (r == 0)
+                r = runtime_ro_paths(cfg, exec_path, rt, err, errlen);
+        if (r < 0) {
+                if (!*err)
+                        snprintf(err, errlen, "%s runtime: %s", name, strerror(-r));
+                runtime_free(rt);
+                return r;
+        }
+        *ret = rt;
+        return 0;
 }
 
 struct runtime *runtime_free(struct runtime *rt)

@@ -4,6 +4,7 @@
  * host paths the run must see read-only. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,10 +18,17 @@ struct runtime {
         char **ro_paths;  /* host paths bound read-only, system + runtime + extra */
         size_t n_ro_paths;
         const char *const *lang_allow; /* syscalls this runtime adds, NULL-ended */
+        bool spawn_kills; /* a new process stops the run instead of failing */
 };
 
 int runtime_python_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen);
+int runtime_node_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen);
 struct runtime *runtime_free(struct runtime *rt);
+
+/* The constructor behind each language's: argv is exec_path then args. */
+int runtime_new_common(const char *name, uint32_t lang, const char *exec_path,
+                       const char *const *args, size_t n_args, const char *const *lang_allow,
+                       const struct config *cfg, struct runtime **ret, char *err, size_t errlen);
 
 /* Shared by every runtime (runtime.c): the system paths plus the
  * configuration's jail.extra_ro_paths plus the interpreter's own prefix

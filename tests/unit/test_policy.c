@@ -33,7 +33,8 @@ TEST(policy_tables_have_no_duplicates)
 TEST(policy_lookup_classes)
 {
         EXPECT_INT_EQ(policy_lookup("read"), POLICY_ALLOW);
-        EXPECT_INT_EQ(policy_lookup("fork"), POLICY_EPERM);
+        EXPECT_INT_EQ(policy_lookup("fork"), POLICY_ARGS);
+        EXPECT_INT_EQ(policy_lookup("listen"), POLICY_EPERM);
         EXPECT_INT_EQ(policy_lookup("clone3"), POLICY_ENOSYS);
         EXPECT_INT_EQ(policy_lookup("io_uring_setup"), POLICY_ENOSYS);
         EXPECT_INT_EQ(policy_lookup("ptrace"), POLICY_KILL);
@@ -144,6 +145,26 @@ static int check_processes(void)
 TEST(policy_filter_denies_processes_and_exec)
 {
         EXPECT_INT_EQ(in_filtered_child(base_opts, check_processes), 0);
+}
+
+static int check_threads_and_basics(void);
+
+static int check_spawn_goes_to_supervisor(void)
+{
+        int bad = 0;
+        /* routed to the supervisor, which would kill; none here: ENOSYS */
+        CHECK_ERR(syscall(SYS_fork), ENOSYS);
+        CHECK_ERR(syscall(SYS_vfork), ENOSYS);
+        CHECK_ERR(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0), ENOSYS);
+        return bad;
+}
+
+TEST(policy_spawn_kills_routes_process_creation_to_the_supervisor)
+{
+        struct policy_opts o = base_opts;
+        o.spawn_kills = true;
+        EXPECT_INT_EQ(in_filtered_child(o, check_spawn_goes_to_supervisor), 0);
+        EXPECT_INT_EQ(in_filtered_child(o, check_threads_and_basics), 0);
 }
 
 static void *thread_fn(void *arg)
