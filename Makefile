@@ -12,6 +12,10 @@ CONFIG   ?= conf/config.yaml
 # scripts/install-deps had the chance to install it on a fresh machine.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
+# The lockbox client alone links libcurl; the daemon never does.
+CLI_PKGS   := libcurl jansson
+CLI_CFLAGS = $(shell pkg-config --cflags $(CLI_PKGS))
+CLI_LIBS   = $(shell pkg-config --libs $(CLI_PKGS))
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-truncation \
             -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
@@ -39,10 +43,12 @@ LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)
+CLI_SRCS  := $(sort $(wildcard src/cli/*.c))
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 
 .PHONY: all deps run test unit integration clean format
 
-all: $(BUILD)/lockboxd
+all: $(BUILD)/lockboxd $(BUILD)/lockbox
 
 deps:
 	@scripts/install-deps
@@ -58,6 +64,11 @@ $(BUILD)/liblockbox.a: $(LIB_OBJS)
 $(BUILD)/lockboxd: $(BUILD)/src/main.o $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+$(CLI_OBJS): ALL_CFLAGS += $(CLI_CFLAGS)
+
+$(BUILD)/lockbox: $(CLI_OBJS) $(BUILD)/liblockbox.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CLI_LIBS)
+
 $(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -68,7 +79,7 @@ unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
 integration: all
-	LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
+	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
 test: unit integration
@@ -79,4 +90,4 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(BUILD)/src/main.d
+-include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(BUILD)/src/main.d
