@@ -1,4 +1,5 @@
-# lockbox build: `make` builds build/lockboxd and build/lockbox, `make test`
+# lockbox build: `make` builds build/lockboxd, build/lockbox-pyzygote (its
+# warm Python template) and build/lockbox (the client), `make test`
 # runs the unit and integration suites, `make run` starts the daemon on
 # conf/config.yaml. SAN=address,undefined builds everything with sanitizers.
 
@@ -16,6 +17,10 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 CLI_PKGS   := libcurl jansson
 CLI_CFLAGS = $(shell pkg-config --cflags $(CLI_PKGS))
 CLI_LIBS   = $(shell pkg-config --libs $(CLI_PKGS))
+# The Python zygote embeds the interpreter python_path must name (Debian's).
+ZYG_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags python3-embed)) \
+             -DLOCKBOX_PYTHON_EXECUTABLE='"$(shell readlink -f $(PYTHON))"'
+ZYG_LIBS   = $(shell pkg-config --libs python3-embed) $(LIBS)
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-truncation \
             -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
@@ -45,10 +50,12 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)
 CLI_SRCS  := $(sort $(wildcard src/cli/*.c))
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+ZYG_SRCS  := $(sort $(wildcard src/zygote/*.c))
+ZYG_OBJS  := $(ZYG_SRCS:%.c=$(BUILD)/%.o)
 
 .PHONY: all deps run test unit integration clean format
 
-all: $(BUILD)/lockboxd $(BUILD)/lockbox
+all: $(BUILD)/lockboxd $(BUILD)/lockbox $(BUILD)/lockbox-pyzygote
 
 deps:
 	@scripts/install-deps
@@ -68,6 +75,11 @@ $(CLI_OBJS): ALL_CFLAGS += $(CLI_CFLAGS)
 
 $(BUILD)/lockbox: $(CLI_OBJS) $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CLI_LIBS)
+
+$(ZYG_OBJS): ALL_CFLAGS += $(ZYG_CFLAGS)
+
+$(BUILD)/lockbox-pyzygote: $(ZYG_OBJS) $(BUILD)/liblockbox.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ZYG_LIBS)
 
 $(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
@@ -90,4 +102,5 @@ format:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(BUILD)/src/main.d
+-include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(ZYG_OBJS:.o=.d) \
+         $(BUILD)/src/main.d

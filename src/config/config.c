@@ -175,19 +175,27 @@ static int check_uid_order(struct loader *L)
                            c->uid_max, c->uid_min);
 }
 
-/* Each run executing at once needs a UID of its own. */
+bool config_warm(const struct config *cfg)
+{
+        return cfg->warm_mode && strcmp(cfg->warm_mode, "warm") == 0;
+}
+
+/* Each run executing at once needs a UID of its own, and so does each
+ * armed process waiting in a warm pool. */
 static int check_uid_pool(struct loader *L)
 {
         const struct config *c = &L->cfg;
         int64_t pool = (int64_t)c->uid_max - c->uid_min + 1;
-        if (pool >= c->max_workers)
+        int64_t armed = config_warm(c) ? (int64_t)c->python_pool + c->nodejs_pool : 0;
+        if (pool >= c->max_workers + armed)
                 return 0;
         const char *blame =
             origin_of(L, "max_workers")->kind != ORIGIN_DEFAULT ? "max_workers" : "jail.uid_max";
         return loader_fail(L, -EINVAL, origin_of(L, blame), blame,
-                           "max_workers is %d but the UID pool jail.uid_min..jail.uid_max "
-                           "(%d..%d) holds only %" PRId64 "; each concurrent run needs its own UID",
-                           c->max_workers, c->uid_min, c->uid_max, pool);
+                           "max_workers is %d and the warm pools hold %" PRId64 " but the UID "
+                           "pool jail.uid_min..jail.uid_max (%d..%d) holds only %" PRId64
+                           "; each concurrent run and armed process needs its own UID",
+                           c->max_workers, armed, c->uid_min, c->uid_max, pool);
 }
 
 static int check_cross(struct loader *L)
@@ -196,16 +204,34 @@ static int check_cross(struct loader *L)
         return r < 0 ? r : check_uid_pool(L);
 }
 
+/* A list's default is its comma-separated text (none: the empty list). */
+static size_t default_items(const struct schema_row *row, char *buf, size_t size,
+                            struct schema_item *items, size_t max)
+{
+        if (!row->type->is_list) {
+                items[0] = (struct schema_item){.text = row->def};
+                return 1;
+        }
+        size_t n = 0;
+        snprintf(buf, size, "%s", row->def ? row->def : "");
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < max;
+             t = strtok_r(NULL, ",", &save))
+                items[n++] = (struct schema_item){.text = t};
+        return n;
+}
+
 static int defaults_fill(struct config *cfg)
 {
         *cfg = (struct config){0};
         for (size_t i = 0; i < schema_n_rows; i++) {
                 const struct schema_row *row = &schema_rows[i];
-                struct schema_item item = {.text = row->def};
+                struct schema_item items[32];
+                char buf[512];
                 struct schema_error e;
                 if (row->flags & SCHEMA_DEPRECATED)
                         continue;
-                int r = row->type->set(row, cfg, &item, row->type->is_list ? 0 : 1, &e);
+                size_t n = default_items(row, buf, sizeof(buf), items, ELEMENTSOF(items));
+                int r = row->type->set(row, cfg, items, n, &e);
                 if (r < 0) {
                         config_free(cfg);
                         return r;

@@ -54,6 +54,13 @@ struct config {
         size_t n_extra_ro_paths;
         char *hostname;          /* jail.hostname */
 
+        /* warm execution */
+        char *warm_mode;         /* warm.mode: "warm" (default) or "cold" */
+        int python_pool;         /* warm.python_pool: armed Python processes */
+        int nodejs_pool;         /* warm.nodejs_pool: armed Node.js processes */
+        char **python_preload;   /* warm.python_preload: modules the zygote imports */
+        size_t n_python_preload;
+
         /* dependencies */
         char *python_requirements; /* dependencies.python_requirements */
 };
@@ -82,6 +89,8 @@ int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn
 int config_load_buffer(struct config *cfg, const char *name, const char *yaml, size_t len,
                        config_getenv_fn getenv_fn, char *err, size_t errlen);
 void config_free(struct config *cfg);
+/* warm.mode is "warm". */
+bool config_warm(const struct config *cfg);
 /* Print every key with its effective value (key redacted) in YAML form. */
 void config_dump(const struct config *cfg, FILE *out);
 /* Markdown table of every key, for docs/CONFIG.md. */

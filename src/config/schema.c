@@ -74,6 +74,31 @@ static int check_ro_path(const char *v, struct schema_error *e)
         }
 }
 
+static int check_warm_mode(const char *v, struct schema_error *e)
+{
+        char q[96];
+        if (strcmp(v, "warm") == 0 || strcmp(v, "cold") == 0)
+                return 0;
+        return schema_fail(e, 0, "'%s' is not warm or cold", schema_quote(v, q, sizeof(q)));
+}
+
+/* A dotted Python module name: identifiers separated by dots. */
+static int check_module(const char *v, struct schema_error *e)
+{
+        char q[96];
+        bool start = true;
+        for (const char *p = v;; p++) {
+                bool alpha = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_';
+                bool digit = *p >= '0' && *p <= '9';
+                if (start ? !alpha : !(alpha || digit || *p == '.' || *p == '\0'))
+                        return schema_fail(e, 0, "'%s' is not a Python module name",
+                                           schema_quote(v, q, sizeof(q)));
+                if (*p == '\0')
+                        return 0;
+                start = *p == '.';
+        }
+}
+
 static int check_listen(const char *v, struct schema_error *e)
 {
         unsigned char addr[sizeof(struct in6_addr)];
@@ -120,6 +145,9 @@ static int check_hostname(const char *v, struct schema_error *e)
          .env = env_, .flags = SCHEMA_SECRET, .doc = doc_}
 #define LIST(key, type_, f, nf, chk, env_, doc_) \
         {.name = key, .type = &type_, FIELD(f), \
+         .count_offset = offsetof(struct config, nf), .check = chk, .env = env_, .doc = doc_}
+#define LISTDEF(key, type_, f, nf, d, chk, env_, doc_) \
+        {.name = key, .type = &type_, FIELD(f), .def = d, \
          .count_offset = offsetof(struct config, nf), .check = chk, .env = env_, .doc = doc_}
 #define DEPRECATED(key, env_, doc_) \
         {.name = key, .type = &schema_type_deprecated, .env = env_, \
@@ -209,6 +237,20 @@ const struct schema_row schema_rows[] = {
              "comma-separated)."),
         STR("jail.hostname", hostname, "sandbox", check_hostname, NULL,
             "Hostname runs see (1 to 63 letters, digits or '-')."),
+
+        STR("warm.mode", warm_mode, "warm", check_warm_mode, NULL,
+             "warm: runs start from pre-started, already locked processes (Python forked from "
+             "a zygote that has imported warm.python_preload; Node.js pre-started), refilled "
+             "in the background; cold: every run starts its interpreter, as dify-sandbox does."),
+        INT("warm.python_pool", python_pool, "4", 0, 64, NULL,
+            "Armed Python processes kept waiting for code (warm mode); each holds a UID."),
+        INT("warm.nodejs_pool", nodejs_pool, "2", 0, 64, NULL,
+            "Armed Node.js processes kept waiting for code (warm mode); each holds a UID."),
+        LISTDEF("warm.python_preload", schema_type_strlist, python_preload, n_python_preload,
+                "json,base64,re,datetime,math,random,collections,typing,requests,httpx,jinja2",
+                check_module, NULL,
+             "Modules the Python zygote imports once, before any run (comma-separated in the "
+             "environment)."),
 
         STR("dependencies.python_requirements", python_requirements,
             "dependencies/python-requirements.txt", check_nonempty, NULL,

@@ -1,7 +1,9 @@
 /* One run as seen from the HTTP process (see client.h). Everything is
- * driven by one poll loop in the request's thread; no buffer grows past
- * the output cap, and the loop ends only when the RESULT has arrived and
- * both streams are at EOF, i.e. every process of the run is gone. */
+ * driven by one poll loop in the request's thread: the RUN goes out, the
+ * STARTED brings the pipes, the code goes in, the streams come out; no
+ * buffer grows past the output cap, and the loop ends only when the RESULT
+ * has arrived and both streams are at EOF, i.e. every process of the run is
+ * gone. */
 #include "ipc/client.h"
 
 #include <errno.h>
@@ -21,7 +23,7 @@ struct pump {
         int chan, code_w, out_r, err_r;
         uint8_t header[8];
         size_t written; /* bytes of header+preload+code sent */
-        bool have_result, kill_sent;
+        bool started, have_result, kill_sent;
 };
 
 static int64_t now_ms(void)
@@ -31,34 +33,34 @@ static int64_t now_ms(void)
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static void feed_code(struct pump *u);
+
 static int start_run(int ctrl_fd, const struct ipc_run_params *p, struct pump *u)
 {
-        int code[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ch[2] = {-1, -1};
-        int r = 0;
-        if (pipe2(code, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
-            pipe2(err, O_CLOEXEC) < 0 ||
-            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)
-                r = -errno;
-        if (r == 0) {
-                struct proto_run m = {.hdr = {PROTO_MAGIC, PROTO_RUN},
-                                      .language = p->language,
-                                      .network = p->network};
-                strncpy(m.trace_id, p->trace_id ? p->trace_id : "", PROTO_TRACE_LEN);
-                int fds[4] = {ch[1], code[0], out[1], err[1]};
-                r = channel_send(ctrl_fd, &m, sizeof(m), fds, 4);
-        }
-        /* Our copies of the far ends go now: EOF then means the run is over. */
-        safe_close(ch[1]);
-        safe_close(code[0]);
-        safe_close(out[1]);
-        safe_close(err[1]);
+        int ch[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)
+                return -errno;
+        struct proto_run m = {.hdr = {PROTO_MAGIC, PROTO_RUN},
+                              .language = p->language,
+                              .network = p->network};
+        strncpy(m.trace_id, p->trace_id ? p->trace_id : "", PROTO_TRACE_LEN);
+        int r = channel_send(ctrl_fd, &m, sizeof(m), &ch[1], 1);
+        close(ch[1]);
         u->chan = ch[0];
-        u->code_w = code[1];
-        u->out_r = out[0];
-        u->err_r = err[0];
-        if (u->code_w >= 0)
-                fcntl(u->code_w, F_SETFL, O_NONBLOCK);
         return r;
+}
+
+/* STARTED brings our ends of the run's pipes. */
+static int take_pipes(struct pump *u, const int *fds, size_t nf)
+{
+        if (nf != 3)
+                return -EPROTO;
+        u->code_w = fds[0];
+        u->out_r = fds[1];
+        u->err_r = fds[2];
+        fcntl(u->code_w, F_SETFL, O_NONBLOCK);
+        feed_code(u);
+        return 0;
 }
 
 /* Write as much of header, preload, code as the pipe takes. */
@@ -121,21 +123,39 @@ static void drain(struct pump *u, int *fd, struct strbuf *sb)
         }
 }
 
-static int read_result(struct pump *u)
+/* One message on the channel: STARTED (once) or RESULT (last). */
+static int read_channel(struct pump *u)
 {
-        struct proto_result res;
-        int fds[1];
+        union {
+                struct proto_header hdr;
+                struct proto_started started;
+                struct proto_result res;
+        } msg;
+        int fds[3];
         size_t nf = 0;
-        int r = channel_recv(u->chan, &res, sizeof(res), fds, 0, &nf);
-        if (r == -EAGAIN)
-                return 0;
+        ssize_t n = RETRY_EINTR(recv(u->chan, &msg, sizeof(msg), MSG_PEEK | MSG_DONTWAIT));
+        if (n < 0)
+                return errno == EAGAIN ? 0 : -errno;
+        if (n == 0)
+                return -ECONNRESET;
+        if ((size_t)n < sizeof(msg.hdr) || msg.hdr.magic != PROTO_MAGIC)
+                return -EPROTO;
+        if (msg.hdr.type == PROTO_STARTED && !u->started) {
+                int r = channel_recv(u->chan, &msg.started, sizeof(msg.started), fds, 3, &nf);
+                if (r <= 0)
+                        return r == 0 ? -ECONNRESET : r;
+                u->started = true;
+                u->o->warm = msg.started.warm;
+                return take_pipes(u, fds, nf);
+        }
+        if (msg.hdr.type != PROTO_RESULT)
+                return -EPROTO;
+        int r = channel_recv(u->chan, &msg.res, sizeof(msg.res), fds, 0, &nf);
         if (r <= 0)
                 return r == 0 ? -ECONNRESET : r;
-        if (res.hdr.magic != PROTO_MAGIC || res.hdr.type != PROTO_RESULT)
-                return -EPROTO;
-        res.syscall_name[sizeof(res.syscall_name) - 1] = '\0';
-        res.message[sizeof(res.message) - 1] = '\0';
-        u->o->res = res;
+        msg.res.syscall_name[sizeof(msg.res.syscall_name) - 1] = '\0';
+        msg.res.message[sizeof(msg.res.message) - 1] = '\0';
+        u->o->res = msg.res;
         u->have_result = true;
         return 0;
 }
@@ -161,7 +181,7 @@ static int pump_loop(struct pump *u, int64_t deadline)
                 if (pfd[2].revents)
                         drain(u, &u->err_r, &u->o->err);
                 if (pfd[0].revents) {
-                        int r = read_result(u);
+                        int r = read_channel(u);
                         if (r < 0)
                                 return r;
                 }
@@ -178,10 +198,8 @@ int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret
         strbuf_init(&o.out, 0);
         strbuf_init(&o.err, 0);
         int r = start_run(ctrl_fd, p, &u);
-        if (r == 0) {
-                feed_code(&u);
+        if (r == 0)
                 r = pump_loop(&u, now_ms() + p->deadline_ms);
-        }
         safe_close(u.chan);
         safe_close(u.code_w);
         safe_close(u.out_r);

@@ -13,6 +13,7 @@ struct run_outcome {
         struct strbuf out;       /* stdout, raw bytes */
         struct strbuf err;       /* stderr, raw bytes */
         bool truncated;          /* output cap reached; reason is REASON_OUTPUT */
+        bool warm;               /* the process came from a warm pool */
         struct proto_result res; /* from the jailer */
 };
 

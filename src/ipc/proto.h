@@ -1,7 +1,10 @@
 /* Messages between the unprivileged HTTP process and the root jailer.
- * The jailer serves a closed menu: RUN (on the control socket, with four
- * fds), KILL (on the run's own channel) and it answers with one RESULT.
- * Anything else, or a malformed message, closes the channel. */
+ * The jailer serves a closed menu: RUN (on the control socket, with the
+ * run's own channel attached) and KILL (on that channel). On the channel it
+ * answers STARTED, with the run's three pipe ends, once a jailed process is
+ * waiting for the code (a warm one at once, a cold one after its start),
+ * and one RESULT when the run is over (or instead of STARTED when it is
+ * refused). Anything else, or a malformed message, is dropped. */
 #pragma once
 
 #include <stdbool.h>
@@ -14,6 +17,7 @@ enum proto_type {
         PROTO_RUN = 1,
         PROTO_KILL = 2,
         PROTO_RESULT = 3,
+        PROTO_STARTED = 4,
 };
 
 enum proto_language {
@@ -45,14 +49,21 @@ struct proto_header {
         uint32_t type;
 };
 
-/* HTTP -> jailer, with fds [channel, code pipe read end, stdout write end,
- * stderr write end] attached. The code pipe carries an 8-byte little-endian
- * preload length, the preload, then the code. */
+/* HTTP -> jailer, with the run's channel (SEQPACKET) attached. */
 struct proto_run {
         struct proto_header hdr;
         uint32_t language;
         uint32_t network; /* 0/1, already clamped by the server config */
         char trace_id[PROTO_TRACE_LEN + 1];
+};
+
+/* jailer -> HTTP on the run channel, with fds [code pipe write end, stdout
+ * read end, stderr read end] attached. The code pipe takes an 8-byte
+ * little-endian preload length, the preload, then the code; closing it
+ * starts the program. */
+struct proto_started {
+        struct proto_header hdr;
+        uint32_t warm; /* 1: the process was waiting in a pool */
 };
 
 /* jailer -> HTTP on the run channel, sent once every process of the run is

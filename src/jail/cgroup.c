@@ -387,16 +387,20 @@ int cgroup_run_dirfd(const struct cgroup_run *run)
         return run->dirfd;
 }
 
-int cgroup_run_attach(struct cgroup_run *run, pid_t pid)
+int cgroup_run_procs_fds(const struct cgroup_run *run, int ret[2])
 {
+        ret[0] = ret[1] = -1;
         if (run->root->mode != CGROUP_V1)
                 return 0;
-        char v[32];
-        snprintf(v, sizeof(v), "%d", (int)pid);
         for (int h = 0; h < H_MAX; h++) {
-                int r = write_file(run->dir[h], "cgroup.procs", v);
-                if (r < 0)
-                        return r;
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/cgroup.procs", run->dir[h]);
+                ret[h] = open(path, O_WRONLY | O_CLOEXEC);
+                if (ret[h] < 0) {
+                        int e = errno;
+                        ret[0] = safe_close(ret[0]);
+                        return -e;
+                }
         }
         return 0;
 }

@@ -36,8 +36,9 @@ int cgroup_run_create(struct cgroup_root *root, const char *name, const struct c
                       struct cgroup_run **ret);
 /* v2: directory fd for clone3(CLONE_INTO_CGROUP); -1 on v1/none. */
 int cgroup_run_dirfd(const struct cgroup_run *run);
-/* v1: move pid into each hierarchy (the child waits until this is done). */
-int cgroup_run_attach(struct cgroup_run *run, pid_t pid);
+/* v1: the cgroup.procs files of the run's groups, open for writing, for
+ * the child to move itself in; -1 where there is none. Caller closes. */
+int cgroup_run_procs_fds(const struct cgroup_run *run, int ret[2]);
 int cgroup_run_stats(const struct cgroup_run *run, struct cgroup_stats *ret);
 /* Kill anything still inside and remove the groups. -EBUSY if a group
  * could not be removed yet (the caller retries later). */

@@ -1,8 +1,10 @@
-/* The jailed child, from clone to exec. One ordered table of named steps;
- * each lock is on before the next runs, the syscall filter is the last, and
- * nothing the user controls has entered the process when the interpreter
- * starts (the code waits in a pipe on fd 3). A failing step reports its
- * name and errno on the sync socket and the child exits. */
+/* The jailed child, from clone to the program. One ordered table of named
+ * steps; each lock is on before the next runs, the syscall filter is the
+ * last, and nothing the user controls has entered the process when the
+ * program starts (the code waits in a pipe on fd 3). A failing step reports
+ * its name and errno on the sync socket and the child exits. A cold child
+ * builds its root and execs the interpreter; a warm one, cloned from a
+ * zygote inside the root, mounts only its own part and returns. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
@@ -17,7 +19,7 @@
 #include "jail/jail.h"
 
 /* Where the sync socket ends up once the fds are arranged (it closes on
- * exec). Before that it stays wherever clone left it. */
+ * exec, or after READY). Before that it stays wherever clone left it. */
 #define SYNC_FD 4
 
 struct child {
@@ -58,7 +60,10 @@ static _Noreturn void fail(const char *step, int error)
 static int step_signals(struct child *c)
 {
         /* The jailer blocks signals for its signalfd and ignores SIGPIPE;
-         * neither may leak into the interpreter. */
+         * neither may leak into the interpreter. (A zygote's interpreter
+         * keeps the handlers it installed, as a fresh one would have.) */
+        if (c->s->mode == JAIL_WARM)
+                return 0;
         sigset_t none;
         sigemptyset(&none);
         for (int sig = 1; sig < NSIG; sig++)
@@ -66,12 +71,14 @@ static int step_signals(struct child *c)
         return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
 }
 
-static int step_wait_attach(struct child *c)
+static int step_cgroup_attach(struct child *c)
 {
-        struct jail_sync_msg m;
-        ssize_t n = RETRY_EINTR(recv(sync_fd, &m, sizeof(m), 0));
-        if (n != (ssize_t)sizeof(m) || m.type != SYNC_GO)
-                return -ECANCELED;
+        /* cgroup v1: the child moves itself, so the supervisor never waits
+         * for the migration (an RCU grace period, up to ~15 ms here). v2
+         * runs were cloned straight into their group. */
+        for (int i = 0; i < 2; i++)
+                if (c->s->cgroup_procs[i] >= 0 && write(c->s->cgroup_procs[i], "0", 1) != 1)
+                        return -errno;
         return 0;
 }
 
@@ -83,7 +90,10 @@ static int step_cgroup_ns(struct child *c)
 
 static int step_mounts(struct child *c)
 {
-        return jail_mounts_setup(c->s);
+        int r = c->s->mode == JAIL_COLD ? jail_mounts_setup(c->s) : jail_run_mounts("", c->s);
+        if (r == 0 && chdir("/tmp") < 0)
+                r = -errno;
+        return r;
 }
 
 static int step_hostname(struct child *c)
@@ -115,8 +125,7 @@ static int step_fds(struct child *c)
             dup3(sync, SYNC_FD, O_CLOEXEC) < 0)
                 return -errno;
         sync_fd = SYNC_FD;
-        /* Everything else goes: only 0-3 and the sync socket (close-on-exec)
-         * stay. */
+        /* Everything else goes: only 0-3 and the sync socket stay. */
         if (syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) < 0)
                 return -errno;
         return 0;
@@ -156,7 +165,7 @@ static const struct step {
         int (*run)(struct child *c);
 } steps[] = {
         {"signals", step_signals},
-        {"wait-attach", step_wait_attach},
+        {"cgroup-attach", step_cgroup_attach},
         {"cgroup-namespace", step_cgroup_ns},
         {"mounts", step_mounts},
         {"hostname", step_hostname},
@@ -167,17 +176,24 @@ static const struct step {
         {"hand-listener", step_hand_listener},
 };
 
-_Noreturn void jail_child_main(const struct jail_spec *s, int sync)
+int jail_child_main(const struct jail_spec *s)
 {
         struct child c = {.s = s, .listener = -1};
-        sync_fd = sync;
+        sync_fd = s->sync_fd;
         for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
                 int r = steps[i].run(&c);
                 if (r < 0)
                         fail(steps[i].name, -r);
         }
-        /* The filter holds this exec until the jailer, which has seen the
-         * listener arrive, lets this first and only one through. */
+        if (s->mode == JAIL_WARM) {
+                struct jail_sync_msg m = {.type = SYNC_READY};
+                if (send_msg(sync_fd, &m, -1) < 0)
+                        _exit(127);
+                close(sync_fd);
+                return 0;
+        }
+        /* The filter holds this exec until the supervisor, which has seen
+         * the listener arrive, lets this first and only one through. */
         execve(s->exec_path, s->argv, s->envp);
         fail("exec", errno);
 }

@@ -1,7 +1,11 @@
-/* Starting one jailed process. The jailer fills a jail_spec; jail_spawn()
- * clones a child into new namespaces, attaches it to its cgroups, and the
- * child walks the lock sequence (child.c) in a fixed order, reporting the
- * first failing step by name, until the one-shot exec of the interpreter. */
+/* Starting one jailed process. The caller fills a jail_spec; jail_start()
+ * clones a child into new namespaces and returns at once; the child walks
+ * the lock sequence (child.c) in a fixed order, reporting on its sync
+ * socket the first failing step by name, its seccomp listener, and, for a
+ * warm child, that it is ready. A cold child ends the sequence by exec'ing
+ * the interpreter (the exec waits in the filter until the supervisor lets
+ * this one through); a warm child, cloned from a zygote that already holds
+ * the jail's root and an initialised interpreter, returns to its caller. */
 #pragma once
 
 #include <stdbool.h>
@@ -10,7 +14,10 @@
 
 #include "jail/policy.h"
 
-struct cgroup_run;
+enum jail_mode {
+        JAIL_COLD, /* build the root, exec the interpreter */
+        JAIL_WARM, /* inside a zygote's root: per-run mounts, then return */
+};
 
 struct jail_limits {
         int64_t data_bytes; /* RLIMIT_DATA; 0 = unlimited (memory cgroup in use) */
@@ -23,45 +30,60 @@ struct jail_limits {
 };
 
 struct jail_spec {
+        enum jail_mode mode;
         uid_t uid;
         gid_t gid;
         bool network;
         const char *hostname;
-        const char *const *ro_paths; /* host paths, bound read-only at the same place */
+        const char *const *ro_paths; /* cold: host paths, bound read-only at the same place */
         size_t n_ro_paths;
         struct jail_limits limits;
-        const char *exec_path; /* interpreter, absolute */
+        const char *exec_path; /* cold: interpreter, absolute */
         char *const *argv;
         char *const *envp;
         int code_fd;   /* becomes fd 3 */
         int stdout_fd; /* becomes fd 1 */
         int stderr_fd; /* becomes fd 2 */
+        int sync_fd;   /* the child's end of the sync socket */
         const struct policy_prog *filter;
-        struct cgroup_run *cgroup;
+        int cgroup_procs[2]; /* v1: cgroup.procs files the child moves itself into, or -1 */
+        int cgroup_dirfd;    /* v2: the run's group, entered by clone3; or -1 */
 };
 
-struct jail_proc {
+struct jail_started {
         pid_t pid;
         int pidfd;
-        int listener; /* seccomp user-notification fd */
 };
 
-/* 0 once the child has exec'd the interpreter; otherwise -errno with
- * "step: reason" in err and nothing left running. The child's exec stops
- * in the seccomp filter; jail_spawn() lets that one exec through. */
-int jail_spawn(const struct jail_spec *s, struct jail_proc *ret, char *err, size_t errlen);
+/* Clone the child. sibling: make it a child of our parent (CLONE_PARENT),
+ * as a zygote does for its supervisor. In the parent: 0 and *ret filled. In
+ * a warm child: 1, with every lock on (never returns for a cold child). */
+int jail_start(const struct jail_spec *s, bool sibling, struct jail_started *ret, char *err,
+               size_t errlen);
 
-/* In-child pieces (child.c, mounts.c, rlimits.c, identity.c). Each returns
- * 0 or -errno; they run only in the freshly cloned child. */
-int jail_mounts_setup(const struct jail_spec *s);
-int jail_rlimits_apply(const struct jail_limits *l);
-int jail_identity_drop(uid_t uid, gid_t gid);
-_Noreturn void jail_child_main(const struct jail_spec *s, int sync_fd);
-
-/* Messages on the child's sync socket. */
-enum jail_sync_type { SYNC_GO = 1, SYNC_FAIL = 2, SYNC_LISTENER = 3 };
+/* Messages on the sync socket, child to supervisor. */
+enum jail_sync_type { SYNC_FAIL = 1, SYNC_LISTENER = 2, SYNC_READY = 3 };
 struct jail_sync_msg {
         uint32_t type;
         int32_t error;
         char step[32];
 };
+
+/* Supervisor side: one message (1, fd in *ret_fd for LISTENER), EOF (0:
+ * a cold child exec'd or any child died), or -errno. */
+int jail_sync_recv(int sync, struct jail_sync_msg *m, int *ret_fd);
+/* Answer a pending notification on a starting child's listener: continue
+ * the first exec of pid, refuse anything else (-EPERM). */
+int jail_exec_permit(int listener, pid_t pid, bool *exec_done);
+
+/* In-child pieces (child.c, mounts.c, rlimits.c, identity.c). Each returns
+ * 0 or -errno. */
+int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *hostname);
+int jail_root_enter(void);
+/* base: "" inside the root, or where the new root is before pivot_root. */
+int jail_run_mounts(const char *base, const struct jail_spec *s);
+int jail_mounts_setup(const struct jail_spec *s);
+int jail_rlimits_apply(const struct jail_limits *l);
+int jail_identity_drop(uid_t uid, gid_t gid);
+/* Runs the steps; cold: exec, never returns; warm: returns 0. */
+int jail_child_main(const struct jail_spec *s);

@@ -1,8 +1,11 @@
-/* The run's root filesystem, built in the child's private mount namespace:
- * a small tmpfs root holding read-only binds of what the runtime needs, a
- * generated /etc, a four-node /dev, a size-capped /tmp and a pid-only
- * /proc; then pivot_root, detach the host's tree and make / read-only.
- * Nothing here survives the run: the namespace dies with its last process. */
+/* The run's root filesystem, built in a private mount namespace: a small
+ * tmpfs root holding read-only binds of what the runtime needs, a generated
+ * /etc, a four-node /dev; then pivot_root, detach the host's tree and make /
+ * read-only (jail_root_build, jail_root_enter). Per run (jail_run_mounts): a
+ * size-capped /tmp owned by the run's UID, a pid-only /proc, and passwd and
+ * group naming the run's identity. A cold run does all of it; a zygote
+ * builds the root once and each warm run adds its own part. Nothing here
+ * survives the run: the namespace dies with its last process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -123,22 +126,18 @@ static int copy_small(const char *src, const char *dst_in_root)
         return write_text(dst, buf, 0444);
 }
 
-static int make_etc(const struct jail_spec *s)
+static int make_etc(const char *hostname)
 {
-        char text[1024];
+        char text[128];
         int r;
         if (mkdir(NEWROOT "/etc", 0755) < 0 && errno != EEXIST)
                 return -errno;
-        snprintf(text, sizeof(text),
-                 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                 "sandbox:x:%u:%u:sandbox:/tmp:/usr/sbin/nologin\n",
-                 (unsigned)s->uid, (unsigned)s->gid);
-        if ((r = write_text(NEWROOT "/etc/passwd", text, 0444)) < 0)
+        /* passwd and group are per run: empty mount points here, filled by
+         * jail_run_mounts() */
+        if ((r = write_text(NEWROOT "/etc/passwd", "", 0444)) < 0 ||
+            (r = write_text(NEWROOT "/etc/group", "", 0444)) < 0)
                 return r;
-        snprintf(text, sizeof(text), "root:x:0:\nsandbox:x:%u:\n", (unsigned)s->gid);
-        if ((r = write_text(NEWROOT "/etc/group", text, 0444)) < 0)
-                return r;
-        snprintf(text, sizeof(text), "%s\n", s->hostname);
+        snprintf(text, sizeof(text), "%s\n", hostname);
         if ((r = write_text(NEWROOT "/etc/hostname", text, 0444)) < 0)
                 return r;
         if ((r = write_text(NEWROOT "/etc/nsswitch.conf",
@@ -181,25 +180,60 @@ static int make_dev(void)
         return 0;
 }
 
-static int make_tmp_and_proc(const struct jail_spec *s)
+/* Write a small file under dir (the run's own /tmp), bind it read-only over
+ * target, and unlink it: the mount keeps the inode, the run sees no trace. */
+static int bind_generated(const char *dir, const char *target, const char *text)
 {
-        char opts[128];
-        if (mkdir(NEWROOT "/tmp", 0755) < 0 || mkdir(NEWROOT "/proc", 0555) < 0)
-                return -errno;
+        char src[PATH_MAX];
+        snprintf(src, sizeof(src), "%s/.lockbox-%ld", dir, (long)getpid());
+        int r = write_text(src, text, 0444);
+        if (r == 0 && mount(src, target, NULL, MS_BIND, NULL) < 0)
+                r = -errno;
+        if (r == 0 && mount(NULL, target, NULL,
+                            MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                            NULL) < 0)
+                r = -errno;
+        if (unlink(src) < 0 && r == 0)
+                r = -errno;
+        return r;
+}
+
+static int bind_identity(const char *base, const struct jail_spec *s)
+{
+        char tmp[PATH_MAX], target[PATH_MAX], text[256];
+        snprintf(tmp, sizeof(tmp), "%s/tmp", base);
+        snprintf(text, sizeof(text),
+                 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                 "sandbox:x:%u:%u:sandbox:/tmp:/usr/sbin/nologin\n",
+                 (unsigned)s->uid, (unsigned)s->gid);
+        snprintf(target, sizeof(target), "%s/etc/passwd", base);
+        int r = bind_generated(tmp, target, text);
+        if (r < 0)
+                return r;
+        snprintf(text, sizeof(text), "root:x:0:\nsandbox:x:%u:\n", (unsigned)s->gid);
+        snprintf(target, sizeof(target), "%s/etc/group", base);
+        return bind_generated(tmp, target, text);
+}
+
+int jail_run_mounts(const char *base, const struct jail_spec *s)
+{
+        char opts[128], path[PATH_MAX];
         snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=%d,mode=0700,uid=%u,gid=%u",
                  (long long)s->limits.tmp_bytes, s->limits.tmp_inodes, (unsigned)s->uid,
                  (unsigned)s->gid);
-        if (mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+        snprintf(path, sizeof(path), "%s/tmp", base);
+        if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
                 return -errno;
         /* We are pid 1 of the run's pid namespace, so this /proc shows only
          * the run; subset=pid hides /proc/sys, kcore and the rest. */
-        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+        snprintf(path, sizeof(path), "%s/proc", base);
+        if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "hidepid=invisible,subset=pid") < 0)
                 return -errno;
-        return 0;
+        return bind_identity(base, s);
 }
 
-static int enter_root(void)
+int jail_root_enter(void)
 {
         if (chdir(NEWROOT) < 0)
                 return -errno;
@@ -214,12 +248,10 @@ static int enter_root(void)
         if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
                   NULL) < 0)
                 return -errno;
-        if (chdir("/tmp") < 0)
-                return -errno;
         return 0;
 }
 
-int jail_mounts_setup(const struct jail_spec *s)
+int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *hostname)
 {
         int r;
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -227,12 +259,24 @@ int jail_mounts_setup(const struct jail_spec *s)
         if (mount("lockbox", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV,
                   "size=1m,nr_inodes=1024,mode=0755") < 0)
                 return -errno;
-        if ((r = make_etc(s)) < 0)
+        if ((r = make_etc(hostname)) < 0)
                 return r;
-        for (size_t i = 0; i < s->n_ro_paths; i++)
-                if ((r = bind_ro(s->ro_paths[i])) < 0)
+        for (size_t i = 0; i < n_ro_paths; i++)
+                if ((r = bind_ro(ro_paths[i])) < 0)
                         return r;
-        if ((r = make_dev()) < 0 || (r = make_tmp_and_proc(s)) < 0)
+        if ((r = make_dev()) < 0)
                 return r;
-        return enter_root();
+        if (mkdir(NEWROOT "/tmp", 0755) < 0 || mkdir(NEWROOT "/proc", 0555) < 0)
+                return -errno;
+        return 0;
+}
+
+int jail_mounts_setup(const struct jail_spec *s)
+{
+        int r = jail_root_build(s->ro_paths, s->n_ro_paths, s->hostname);
+        if (r == 0)
+                r = jail_run_mounts(NEWROOT, s);
+        if (r == 0)
+                r = jail_root_enter();
+        return r;
 }

@@ -421,27 +421,56 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret)
         return r;
 }
 
-int policy_build_server(struct policy_prog *ret)
+/* Deny-list filters for lockbox's own helper processes: default allow,
+ * the listed calls kill the process. */
+static int build_denylist(const char *const *deny, size_t n, bool threads_only,
+                          struct policy_prog *ret)
 {
-        static const char *const deny[] = {"execve", "execveat", "fork", "vfork", "clone3"};
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
         if (!ctx)
                 return -ENOMEM;
         int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(deny) + ELEMENTSOF(kill_names); i++) {
-                const char *name = i < ELEMENTSOF(deny) ? deny[i] : kill_names[i - ELEMENTSOF(deny)];
-                int nr = seccomp_syscall_resolve_name(name);
-                /* clone3 gets ENOSYS so glibc falls back to clone for threads */
-                uint32_t act = strcmp(name, "clone3") == 0 ? SCMP_ACT_ERRNO(ENOSYS)
-                                                           : SCMP_ACT_KILL_PROCESS;
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                int nr = seccomp_syscall_resolve_name(deny[i]);
                 if (nr >= 0)
-                        r = seccomp_rule_add(ctx, act, nr, 0);
+                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
         }
-        /* threads only */
-        int nr = seccomp_syscall_resolve_name("clone");
+        if (threads_only && r >= 0) {
+                /* clone3 gets ENOSYS so glibc falls back to clone for threads */
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+                                     seccomp_syscall_resolve_name("clone3"), 0);
+                if (r >= 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS,
+                                             seccomp_syscall_resolve_name("clone"), 1,
+                                             SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+        }
         if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 1,
-                                     SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+                r = export_prog(ctx, ret);
+        seccomp_release(ctx);
+        return r;
+}
+
+int policy_build_server(struct policy_prog *ret)
+{
+        const char *deny[ELEMENTSOF(kill_names) + 4] = {"execve", "execveat", "fork", "vfork"};
+        for (size_t i = 0; i < ELEMENTSOF(kill_names); i++)
+                deny[4 + i] = kill_names[i];
+        return build_denylist(deny, ELEMENTSOF(deny), true, ret);
+}
+
+int policy_build_zygote(struct policy_prog *ret)
+{
+        /* Filters stack and the stricter action wins, so whatever this one
+         * kills would override the runs' own verdicts (EPERM for exec, the
+         * named kill for ptrace...). It only makes sure the zygote and its
+         * children never exec: EPERM, the runs' own answer too. */
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx)
+                return -ENOMEM;
+        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(exec_names); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
+                                     seccomp_syscall_resolve_name(exec_names[i]), 0);
         if (r >= 0)
                 r = export_prog(ctx, ret);
         seccomp_release(ctx);

@@ -42,6 +42,8 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret);
  * needs, but never a new process, an exec, a debugger or a namespace, so a
  * bug in the HTTP code cannot become a shell. Killing, not failing. */
 int policy_build_server(struct policy_prog *ret);
+/* The Python zygote's (inherited by its children): no exec. */
+int policy_build_zygote(struct policy_prog *ret);
 void policy_prog_free(struct policy_prog *p);
 /* The static table entry for a syscall name (POLICY_DEFAULT if unlisted). */
 enum policy_action policy_lookup(const char *name);

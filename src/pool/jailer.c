@@ -1,20 +1,18 @@
 /* The jailer loop (see jailer.h). One epoll set holds the control socket,
- * a signalfd, the HTTP process's pidfd and, per run, its channel, pidfd,
- * deadline timerfd and seccomp listener. Handlers only mark a run finished;
- * finished runs are freed after the batch, never inside a callback. */
+ * a signalfd, the HTTP process's pidfd, a one-second tick for retries and,
+ * per run, its channel, pidfd, timerfd, sync socket and seccomp listener
+ * (run.c), plus the zygote's socket and pidfd (warm.c). Handlers only mark
+ * a run finished; finished runs are freed after the batch. */
 #include "pool/jailer.h"
 
 #include <errno.h>
-#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -28,57 +26,12 @@
 #include "ipc/channel.h"
 #include "ipc/proto.h"
 #include "jail/cgroup.h"
-#include "jail/jail.h"
 #include "jail/policy.h"
 #include "jail/uidpool.h"
+#include "pool/internal.h"
 #include "runtime/runtime.h"
 
-enum watch_kind { W_CTRL, W_SIGNAL, W_HTTP, W_CHAN, W_PIDFD, W_TIMER, W_LISTENER };
-
-struct watch {
-        enum watch_kind kind;
-        struct run *run;
-};
-
-struct lang_slot {
-        struct runtime *rt;
-        struct policy_prog filter[2]; /* [network] */
-};
-
-struct run {
-        struct run *next;
-        struct watch w_chan, w_pidfd, w_timer, w_listener;
-        const struct lang_slot *slot;
-        int chan, timerfd;
-        struct jail_proc proc;
-        uid_t uid;
-        struct cgroup_run *cg;
-        char trace[PROTO_TRACE_LEN + 1];
-        bool network, finished, killed;
-        enum run_reason reason;
-        int syscall_nr;
-        struct timespec start;
-};
-
-struct jailer {
-        const struct config *cfg;
-        struct lang_slot langs[3]; /* by enum proto_language */
-        struct uidpool *uids;
-        struct cgroup_root *cg;
-        char **env[2];
-        int epfd, sigfd, ctrl, http_pidfd;
-        pid_t http_pid;
-        struct watch w_ctrl, w_sig, w_http;
-        struct run *runs;
-        unsigned n_runs;
-        struct seccomp_notif *notif;
-        struct seccomp_notif_resp *resp;
-        bool stopping, http_gone;
-        int exit_code;
-        struct timespec stop_deadline;
-};
-
-static uint64_t elapsed_us(const struct timespec *since)
+uint64_t jailer_elapsed_us(const struct timespec *since)
 {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -86,10 +39,16 @@ static uint64_t elapsed_us(const struct timespec *since)
                (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000);
 }
 
-static int watch_add(struct jailer *j, int fd, struct watch *w)
+int jailer_watch(struct jailer *j, int fd, struct watch *w)
 {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = w};
         return epoll_ctl(j->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+void jailer_unwatch(struct jailer *j, int fd)
+{
+        if (fd >= 0)
+                epoll_ctl(j->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
 /* ---- start-up ---------------------------------------------------------- */
@@ -123,9 +82,12 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGHUP);
+        struct itimerspec tick = {.it_value = {.tv_sec = 1}, .it_interval = {.tv_sec = 1}};
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
             (j->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
-            (j->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+            (j->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+            (j->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0 ||
+            timerfd_settime(j->tickfd, 0, &tick, NULL) < 0) {
                 snprintf(err, errlen, "event loop: %s", strerror(errno));
                 return -errno;
         }
@@ -134,7 +96,9 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
                 return -ENOTSUP;
         }
         j->w_sig = (struct watch){W_SIGNAL, NULL};
-        return watch_add(j, j->sigfd, &j->w_sig);
+        j->w_tick = (struct watch){W_TICK, NULL};
+        int r = jailer_watch(j, j->sigfd, &j->w_sig);
+        return r < 0 ? r : jailer_watch(j, j->tickfd, &j->w_tick);
 }
 
 /* Node.js is optional: a host without it still serves Python, and nodejs
@@ -151,7 +115,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         struct jailer *j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (struct jailer){.cfg = cfg, .epfd = -1, .sigfd = -1, .ctrl = -1, .http_pidfd = -1};
+        *j = (struct jailer){.cfg = cfg, .epfd = -1, .sigfd = -1, .ctrl = -1, .http_pidfd = -1,
+                             .tickfd = -1};
         int r = cgroup_root_open(&j->cg);
         if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min, (uid_t)cfg->uid_max, &j->uids)) < 0)
                 snprintf(err, errlen, "uid pool %d-%d: %s", cfg->uid_min, cfg->uid_max,
@@ -172,9 +137,9 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                 jailer_free(j);
                 return r;
         }
-        log_info(NULL, "jailer.ready", "cgroup=%s uid_pool=%d-%d",
+        log_info(NULL, "jailer.ready", "cgroup=%s uid_pool=%d-%d mode=%s",
                  (const char *[]){"none", "v1", "v2"}[cgroup_root_mode(j->cg)], cfg->uid_min,
-                 cfg->uid_max);
+                 cfg->uid_max, cfg->warm_mode);
         *ret = j;
         return 0;
 }
@@ -183,6 +148,7 @@ struct jailer *jailer_free(struct jailer *j)
 {
         if (!j)
                 return NULL;
+        warm_free(j);
         for (size_t i = 0; i < ELEMENTSOF(j->langs); i++) {
                 runtime_free(j->langs[i].rt);
                 policy_prog_free(&j->langs[i].filter[0]);
@@ -196,132 +162,13 @@ struct jailer *jailer_free(struct jailer *j)
                 seccomp_notify_free(j->notif, j->resp);
         safe_close(j->epfd);
         safe_close(j->sigfd);
+        safe_close(j->tickfd);
         safe_close(j->http_pidfd);
         free(j);
         return NULL;
 }
 
-/* ---- answering --------------------------------------------------------- */
-
-static void send_result(int chan, const struct proto_result *res)
-{
-        if (chan >= 0 && channel_send(chan, res, sizeof(*res), NULL, 0) < 0)
-                log_warn(NULL, "run.result_undeliverable", "error=%s", log_q(strerror(errno)));
-}
-
-static void refuse(int chan, enum run_status status, const char *message)
-{
-        struct proto_result res = {.hdr = {PROTO_MAGIC, PROTO_RESULT}, .status = status};
-        snprintf(res.message, sizeof(res.message), "%s", message ? message : "");
-        send_result(chan, &res);
-}
-
-/* ---- starting a run ------------------------------------------------------ */
-
-/* Remove the run's groups and return its UID (after its processes are gone). */
-static void run_release_identity(struct jailer *j, struct run *run)
-{
-        if (run->cg) {
-                int r = cgroup_run_destroy(run->cg);
-                if (r < 0) {
-                        /* The UID stays out of the pool: its group still
-                         * holds something we could not remove. */
-                        log_error(run->trace, "run.cgroup_leak", "uid=%u error=%s",
-                                  (unsigned)run->uid, log_q(strerror(-r)));
-                        run->uid = 0;
-                }
-                run->cg = cgroup_run_free(run->cg);
-        }
-        if (run->uid)
-                uidpool_release(j->uids, run->uid);
-        run->uid = 0;
-}
-
-static void run_release(struct jailer *j, struct run *run)
-{
-        run_release_identity(j, run);
-        safe_close(run->timerfd);
-        safe_close(run->proc.pidfd);
-        safe_close(run->proc.listener);
-        safe_close(run->chan);
-        run->timerfd = run->proc.pidfd = run->proc.listener = run->chan = -1;
-}
-
-static int arm_deadline(struct jailer *j, struct run *run)
-{
-        run->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        struct itimerspec its = {.it_value = {.tv_sec = j->cfg->worker_timeout}};
-        if (run->timerfd < 0 || timerfd_settime(run->timerfd, 0, &its, NULL) < 0)
-                return -errno;
-        return 0;
-}
-
-static struct jail_spec make_spec(struct jailer *j, struct run *run, const int *fds)
-{
-        const struct config *c = j->cfg;
-        const struct runtime *rt = run->slot->rt;
-        bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
-        return (struct jail_spec){
-                .uid = run->uid,
-                .gid = (gid_t)run->uid,
-                .network = run->network,
-                .hostname = c->hostname,
-                .ro_paths = (const char *const *)rt->ro_paths,
-                .n_ro_paths = rt->n_ro_paths,
-                .limits = {.data_bytes = memcg ? 0 : c->memory_bytes,
-                           .nproc = c->processes,
-                           .cpu_seconds = c->cpu_seconds,
-                           .open_files = c->open_files,
-                           .file_bytes = c->file_bytes,
-                           .tmp_bytes = c->tmp_bytes,
-                           .tmp_inodes = c->tmp_inodes},
-                .exec_path = rt->exec_path,
-                .argv = rt->argv,
-                .envp = j->env[run->network],
-                .code_fd = fds[1],
-                .stdout_fd = fds[2],
-                .stderr_fd = fds[3],
-                .filter = &run->slot->filter[run->network],
-                .cgroup = run->cg,
-        };
-}
-
-static int run_spawn(struct jailer *j, struct run *run, const int *fds, char *err, size_t errlen)
-{
-        int r = uidpool_acquire(j->uids, &run->uid);
-        if (r < 0)
-                return r;
-        if (cgroup_root_mode(j->cg) != CGROUP_NONE) {
-                char name[32];
-                struct cgroup_limits l = {.memory_bytes = j->cfg->memory_bytes,
-                                          .pids = j->cfg->processes};
-                snprintf(name, sizeof(name), "run-%u", (unsigned)run->uid);
-                if ((r = cgroup_run_create(j->cg, name, &l, &run->cg)) < 0) {
-                        snprintf(err, errlen, "cgroup: %s", strerror(-r));
-                        return -EIO;
-                }
-        }
-        if ((r = arm_deadline(j, run)) < 0) {
-                snprintf(err, errlen, "deadline timer: %s", strerror(-r));
-                return -EIO;
-        }
-        struct jail_spec spec = make_spec(j, run, fds);
-        clock_gettime(CLOCK_MONOTONIC, &run->start);
-        if ((r = jail_spawn(&spec, &run->proc, err, errlen)) < 0)
-                return -EIO;
-        run->w_chan = (struct watch){W_CHAN, run};
-        run->w_pidfd = (struct watch){W_PIDFD, run};
-        run->w_timer = (struct watch){W_TIMER, run};
-        run->w_listener = (struct watch){W_LISTENER, run};
-        if ((r = watch_add(j, run->chan, &run->w_chan)) < 0 ||
-            (r = watch_add(j, run->proc.pidfd, &run->w_pidfd)) < 0 ||
-            (r = watch_add(j, run->timerfd, &run->w_timer)) < 0 ||
-            (r = watch_add(j, run->proc.listener, &run->w_listener)) < 0) {
-                snprintf(err, errlen, "epoll: %s", strerror(-r));
-                return -EIO;
-        }
-        return 0;
-}
+/* ---- requests --------------------------------------------------------------- */
 
 static bool fd_is(int fd, mode_t type)
 {
@@ -329,192 +176,74 @@ static bool fd_is(int fd, mode_t type)
         return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == type;
 }
 
-static bool run_msg_valid(const struct jailer *j, const struct proto_run *m, const int *fds,
-                          size_t nf)
+static bool run_msg_valid(const struct proto_run *m, const int *fds, size_t nf)
 {
-        return nf == 4 && m->hdr.magic == PROTO_MAGIC && m->hdr.type == PROTO_RUN &&
-               m->language > 0 && m->language < ELEMENTSOF(j->langs) && m->network <= 1 &&
-               fd_is(fds[0], S_IFSOCK) && fd_is(fds[1], S_IFIFO) &&
-               fd_is(fds[2], S_IFIFO) && fd_is(fds[3], S_IFIFO);
+        return nf == 1 && m->hdr.magic == PROTO_MAGIC && m->hdr.type == PROTO_RUN &&
+               m->language > 0 && m->language < 3 && m->network <= 1 &&
+               fd_is(fds[0], S_IFSOCK);
 }
 
-static void run_start(struct jailer *j, const struct proto_run *m, int *fds)
+static void sanitize_trace(char *t)
 {
-        if (j->stopping || j->n_runs >= (unsigned)j->cfg->max_workers) {
-                refuse(fds[0], RUN_STATUS_BUSY, NULL);
+        for (; *t; t++)
+                if (!((*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'f')))
+                        *t = '_';
+}
+
+/* An armed run if one waits, else a new one (a zygote fork or a cold start). */
+static void serve(struct jailer *j, struct proto_run *m, int chan)
+{
+        struct lang_slot *slot = &j->langs[m->language];
+        if (j->stopping || j->n_active >= (unsigned)j->cfg->max_workers) {
+                run_refuse(chan, RUN_STATUS_BUSY, NULL);
                 return;
         }
-        if (!j->langs[m->language].rt) {
-                refuse(fds[0], RUN_STATUS_INTERNAL, "this language's interpreter is not "
-                                                    "available on the host (see the log)");
+        if (!slot->rt) {
+                run_refuse(chan, RUN_STATUS_INTERNAL,
+                           "this language's interpreter is not available on the host (see the log)");
                 return;
         }
-        struct run *run = calloc(1, sizeof(*run));
-        if (!run) {
-                refuse(fds[0], RUN_STATUS_INTERNAL, "out of memory");
+        struct run *run = warm_take(j, slot, m->network);
+        if (run) {
+                run_assign(j, run, TAKE_FD(chan), m->trace_id);
                 return;
         }
-        *run = (struct run){.chan = TAKE_FD(fds[0]), .timerfd = -1,
-                            .proc = {.pidfd = -1, .listener = -1},
-                            .slot = &j->langs[m->language], .network = m->network};
-        memcpy(run->trace, m->trace_id, PROTO_TRACE_LEN);
-        for (char *p = run->trace; *p; p++)
-                if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-                        *p = '_';
         char err[200] = "";
-        int r = run_spawn(j, run, fds, err, sizeof(err));
-        if (r < 0) {
-                if (r == -EAGAIN)
-                        refuse(run->chan, RUN_STATUS_NO_IDENTITY, NULL);
-                else {
-                        log_error(run->trace, "run.spawn_failed", "error=%s", log_q(err));
-                        refuse(run->chan, RUN_STATUS_INTERNAL, err);
-                }
-                run_release(j, run);
-                free(run);
-                return;
-        }
-        run->next = j->runs;
-        j->runs = run;
-        j->n_runs++;
-        log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d spawn_us=%llu",
-                  run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->proc.pid,
-                  (unsigned long long)elapsed_us(&run->start));
+        int r = run_create(j, slot, m->network, NULL, chan, m->trace_id, err, sizeof(err));
+        if (r == -EAGAIN)
+                run_refuse(chan, RUN_STATUS_NO_IDENTITY, NULL);
+        else if (r < 0) {
+                log_error(m->trace_id, "run.spawn_failed", "error=%s", log_q(err));
+                run_refuse(chan, RUN_STATUS_INTERNAL, err);
+        } else
+                chan = -1; /* the run's now */
+        safe_close(chan);
 }
 
 static void on_ctrl(struct jailer *j)
 {
         for (;;) {
                 struct proto_run m;
-                int fds[4] = {-1, -1, -1, -1};
+                int fds[1] = {-1};
                 size_t nf = 0;
-                int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 4, &nf);
+                int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 1, &nf);
                 if (r == -EAGAIN)
                         return;
                 if (r == 0) { /* the HTTP process closed its end */
-                        epoll_ctl(j->epfd, EPOLL_CTL_DEL, j->ctrl, NULL);
+                        jailer_unwatch(j, j->ctrl);
                         return;
                 }
-                if (r < 0) {
-                        log_warn(NULL, "ipc.bad_message", "error=%s", log_q(strerror(-r)));
+                if (r < 0 || !run_msg_valid(&m, fds, nf)) {
+                        log_warn(NULL, "ipc.bad_message", "error=%s",
+                                 log_q(r < 0 ? strerror(-r) : "invalid RUN"));
+                        for (size_t i = 0; i < nf; i++)
+                                safe_close(fds[i]);
                         continue;
                 }
                 m.trace_id[PROTO_TRACE_LEN] = '\0';
-                if (run_msg_valid(j, &m, fds, nf))
-                        run_start(j, &m, fds);
-                else
-                        log_warn(NULL, "ipc.bad_message", "error=\"invalid RUN\"");
-                for (size_t i = 0; i < nf; i++)
-                        safe_close(fds[i]);
+                sanitize_trace(m.trace_id);
+                serve(j, &m, fds[0]);
         }
-}
-
-/* ---- during and after a run -------------------------------------------- */
-
-static void run_kill(struct run *run, enum run_reason why)
-{
-        if (run->reason == REASON_NONE)
-                run->reason = why;
-        if (!run->killed && run->proc.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, run->proc.pidfd, SIGKILL, NULL, 0);
-        run->killed = true;
-}
-
-static void on_listener(struct jailer *j, struct run *run, uint32_t events)
-{
-        if (!(events & EPOLLIN)) {
-                epoll_ctl(j->epfd, EPOLL_CTL_DEL, run->proc.listener, NULL);
-                return;
-        }
-        memset(j->notif, 0, sizeof(*j->notif));
-        if (seccomp_notify_receive(run->proc.listener, j->notif) < 0)
-                return;
-        /* The run's one exec is spent (jail_spawn let it through): any
-         * later exec is a probe that fails with EPERM; the rest kills. */
-        if (!policy_is_exec(j->notif->data.nr)) {
-                if (run->reason == REASON_NONE)
-                        run->syscall_nr = j->notif->data.nr;
-                run_kill(run, REASON_SYSCALL);
-        }
-        /* Answer anyway so the thread never stays parked if the kill raced. */
-        j->resp->id = j->notif->id;
-        j->resp->error = -EPERM;
-        j->resp->val = 0;
-        j->resp->flags = 0;
-        seccomp_notify_respond(run->proc.listener, j->resp);
-}
-
-static void on_chan(struct run *run)
-{
-        struct proto_header h;
-        int fd;
-        size_t nf = 0;
-        int r = channel_recv(run->chan, &h, sizeof(h), &fd, 0, &nf);
-        if (r == -EAGAIN)
-                return;
-        if (r == 1 && h.magic == PROTO_MAGIC && h.type == PROTO_KILL) {
-                run_kill(run, REASON_OUTPUT);
-                return;
-        }
-        /* EOF or garbage: nobody is waiting for this run any more. */
-        run->chan = safe_close(run->chan);
-        run_kill(run, REASON_NONE);
-}
-
-static void classify(struct run *run, int status, const struct rusage *ru,
-                     const struct cgroup_stats *st, int cpu_limit, struct proto_result *res)
-{
-        uint64_t cpu_us = (uint64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000u +
-                          (uint64_t)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec);
-        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        enum run_reason why = run->reason;
-        if (why == REASON_NONE && st->oom_kills > 0)
-                why = REASON_MEMORY;
-        else if (why == REASON_NONE &&
-                 (sig == SIGXCPU || (sig == SIGKILL && cpu_us >= (uint64_t)cpu_limit * 1000000u)))
-                why = REASON_CPU;
-        else if (why == REASON_NONE && sig)
-                why = REASON_SIGNAL;
-        res->reason = why;
-        res->signal = sig;
-        res->exit_code = why != REASON_NONE ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        res->cpu_us = cpu_us;
-        res->memory_peak = st->memory_peak ? st->memory_peak : (uint64_t)ru->ru_maxrss * 1024;
-        if (why == REASON_SYSCALL) {
-                res->syscall_nr = run->syscall_nr;
-                char *name = policy_syscall_name(run->syscall_nr);
-                snprintf(res->syscall_name, sizeof(res->syscall_name), "%s", name ? name : "");
-                free(name);
-        }
-}
-
-static void on_exit_run(struct jailer *j, struct run *run)
-{
-        int status = 0;
-        struct rusage ru = {0};
-        pid_t p = (pid_t)RETRY_EINTR(wait4(run->proc.pid, &status, WNOHANG, &ru));
-        if (p == 0)
-                return;
-        struct cgroup_stats st = {0};
-        if (run->cg)
-                cgroup_run_stats(run->cg, &st);
-        struct proto_result res = {.hdr = {PROTO_MAGIC, PROTO_RESULT},
-                                   .status = RUN_STATUS_DONE,
-                                   .wall_us = elapsed_us(&run->start)};
-        classify(run, status, &ru, &st, j->cfg->cpu_seconds, &res);
-        run_release_identity(j, run); /* groups gone, UID back: then answer */
-        log_info(run->trace, "run.done",
-                 "lang=%s exit_code=%d reason=%u signal=%d wall_ms=%llu cpu_ms=%llu "
-                 "memory_peak=%llu",
-                 run->slot->rt->name, res.exit_code, res.reason, res.signal,
-                 (unsigned long long)res.wall_us / 1000, (unsigned long long)res.cpu_us / 1000,
-                 (unsigned long long)res.memory_peak);
-        if (res.reason == REASON_SYSCALL)
-                log_warn(run->trace, "run.syscall_denied", "syscall=%s", res.syscall_name);
-        send_result(run->chan, &res);
-        run_release(j, run);
-        run->finished = true;
-        j->n_runs--; /* now: the HTTP side may send the next RUN at once */
 }
 
 /* ---- the loop -------------------------------------------------------------- */
@@ -523,6 +252,7 @@ static void kill_all(struct jailer *j)
 {
         for (struct run *r = j->runs; r; r = r->next)
                 run_kill(r, REASON_NONE);
+        warm_stop(j);
 }
 
 static void begin_stop(struct jailer *j, const char *why)
@@ -530,7 +260,12 @@ static void begin_stop(struct jailer *j, const char *why)
         if (j->stopping)
                 return;
         j->stopping = true;
-        log_info(NULL, "jailer.stopping", "reason=%s runs=%u", why, j->n_runs);
+        log_info(NULL, "jailer.stopping", "reason=%s runs=%u", why, j->n_active);
+        /* Armed runs and the zygote serve no one any more. */
+        for (struct run *r = j->runs; r; r = r->next)
+                if (r->chan < 0)
+                        run_kill(r, REASON_NONE);
+        warm_stop(j);
         if (!j->http_gone)
                 kill(j->http_pid, SIGTERM);
         clock_gettime(CLOCK_MONOTONIC, &j->stop_deadline);
@@ -558,7 +293,7 @@ static void on_http_exit(struct jailer *j)
         if (RETRY_EINTR(waitpid(j->http_pid, &status, WNOHANG)) <= 0)
                 return;
         j->http_gone = true;
-        epoll_ctl(j->epfd, EPOLL_CTL_DEL, j->http_pidfd, NULL);
+        jailer_unwatch(j, j->http_pidfd);
         bool clean = j->stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!clean) {
                 log_error(NULL, "http.died", "status=%d", status);
@@ -568,12 +303,79 @@ static void on_http_exit(struct jailer *j)
         kill_all(j);
 }
 
+static bool tracked(const struct jailer *j, pid_t pid)
+{
+        if (pid == j->http_pid || warm_zygote_owns(j, pid))
+                return true;
+        for (const struct run *r = j->runs; r; r = r->next)
+                if (r->pid == pid)
+                        return true;
+        return false;
+}
+
+/* A child nobody tracks (one the zygote cloned just before it died, so its
+ * SPAWNED never came) exits by itself when its pipes close; reap it then.
+ * Only while no SPAWNED is pending, or a pid about to be named could go. */
+static void reap_strays(struct jailer *j)
+{
+        char path[64], buf[4096];
+        if (warm_spawns_pending(j))
+                return;
+        snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        for (char *save = NULL, *t = strtok_r(buf, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
+                pid_t pid = (pid_t)atoi(t);
+                if (pid > 0 && !tracked(j, pid) && waitpid(pid, NULL, WNOHANG) == pid)
+                        log_warn(NULL, "jailer.reaped_stray", "pid=%d", (int)pid);
+        }
+}
+
+static void on_tick(struct jailer *j)
+{
+        uint64_t ticks;
+        if (read(j->tickfd, &ticks, sizeof(ticks)) != sizeof(ticks))
+                return;
+        warm_on_tick(j);
+        reap_strays(j);
+}
+
+static void dispatch_run(struct jailer *j, struct run *run, const struct epoll_event *ev,
+                         enum watch_kind kind)
+{
+        switch (kind) {
+        case W_CHAN:
+                run_on_chan(j, run);
+                break;
+        case W_TIMER:
+                run_on_timer(j, run);
+                break;
+        case W_LISTENER:
+                run_on_listener(j, run, ev->events);
+                break;
+        case W_SYNC:
+                run_on_sync(j, run);
+                break;
+        case W_PIDFD:
+                run_on_exit(j, run);
+                break;
+        default:
+                break;
+        }
+}
+
 static void dispatch(struct jailer *j, const struct epoll_event *ev)
 {
         struct watch *w = ev->data.ptr;
-        struct run *run = w->run;
-        if (run && run->finished)
+        if (w->run) {
+                if (!w->run->finished)
+                        dispatch_run(j, w->run, ev, w->kind);
                 return;
+        }
         switch (w->kind) {
         case W_CTRL:
                 on_ctrl(j);
@@ -584,18 +386,16 @@ static void dispatch(struct jailer *j, const struct epoll_event *ev)
         case W_HTTP:
                 on_http_exit(j);
                 break;
-        case W_CHAN:
-                on_chan(run);
+        case W_TICK:
+                on_tick(j);
                 break;
-        case W_TIMER:
-                run_kill(run, REASON_TIMEOUT);
-                epoll_ctl(j->epfd, EPOLL_CTL_DEL, run->timerfd, NULL);
+        case W_ZYGOTE:
+                zygote_on_message(j);
                 break;
-        case W_LISTENER:
-                on_listener(j, run, ev->events);
+        case W_ZYGOTE_EXIT:
+                zygote_on_exit(j);
                 break;
-        case W_PIDFD:
-                on_exit_run(j, run);
+        default:
                 break;
         }
 }
@@ -631,19 +431,22 @@ static int loop_timeout_ms(struct jailer *j)
 
 int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid)
 {
+        char err[200] = "";
         j->ctrl = ctrl_fd;
         j->http_pid = http_pid;
         j->http_pidfd = (int)syscall(SYS_pidfd_open, http_pid, 0);
         j->w_ctrl = (struct watch){W_CTRL, NULL};
         j->w_http = (struct watch){W_HTTP, NULL};
-        if (j->http_pidfd < 0 || watch_add(j, ctrl_fd, &j->w_ctrl) < 0 ||
-            watch_add(j, j->http_pidfd, &j->w_http) < 0) {
-                log_error(NULL, "jailer.start_failed", "error=%s", log_q(strerror(errno)));
+        if (j->http_pidfd < 0 || jailer_watch(j, ctrl_fd, &j->w_ctrl) < 0 ||
+            jailer_watch(j, j->http_pidfd, &j->w_http) < 0 || warm_init(j, err, sizeof(err)) < 0) {
+                log_error(NULL, "jailer.start_failed", "error=%s",
+                          log_q(*err ? err : strerror(errno)));
                 kill(http_pid, SIGKILL);
                 waitpid(http_pid, NULL, 0);
                 return 1;
         }
-        while (!(j->http_gone && j->runs == NULL)) {
+        warm_refill(j);
+        while (!(j->http_gone && j->runs == NULL && !warm_zygote_alive(j))) {
                 struct epoll_event evs[32];
                 int n = epoll_wait(j->epfd, evs, ELEMENTSOF(evs), loop_timeout_ms(j));
                 if (n < 0 && errno != EINTR) {
@@ -654,6 +457,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid)
                 for (int i = 0; i < n; i++)
                         dispatch(j, &evs[i]);
                 sweep(j);
+                warm_refill(j);
         }
         log_info(NULL, "jailer.stopped", "exit_code=%d", j->exit_code);
         return j->exit_code;

@@ -1,49 +1,79 @@
-/* Python 3: `python -I -B -u -c BOOT`. BOOT reads fd 3 (preload length,
- * preload, code), runs them as __main__, and prints uncaught exceptions
- * without its own frame and with source lines (the C hook cannot find them,
- * the code has no file). -I ignores PYTHON* variables, user site and the
+/* Python 3: `python -I -B -u -c BOOT` (cold), or the same BOOT in a child
+ * of the zygote (warm). BOOT reads fd 3 (preload length, preload, code),
+ * runs them as __main__, prints uncaught exceptions without its own frame
+ * and with source lines (the C hook cannot find them, the code has no
+ * file), then ends the way Python would (non-daemon threads joined, atexit
+ * handlers run, streams flushed) but without tearing the interpreter down,
+ * which for a process about to vanish is only time. -I ignores PYTHON* variables, user site and the
  * working directory on sys.path; -B writes no bytecode; -u keeps output
  * printed before a kill. */
 #include "config/config.h"
 #include "ipc/proto.h"
 #include "runtime/runtime.h"
 
-static const char python_boot[] =
+const char runtime_python_boot[] =
         "def _lockbox_main():\n"
         "    import sys\n"
         "    g = sys.modules['__main__'].__dict__\n"
-        "    del g['_lockbox_main']\n"
+        "    del g['_lockbox_main'], g['_lockbox_exit']\n"
         "    with open(3, 'rb') as f:\n"
         "        data = f.read()\n"
         "    n = int.from_bytes(data[:8], 'little')\n"
         "    parts = (('<preload>', data[8:8 + n]), ('<code>', data[8 + n:]))\n"
         "    del data\n"
-        "    for name, src in parts:\n"
-        "        if not src:\n"
-        "            continue\n"
+        "    try:\n"
+        "        for name, src in parts:\n"
+        "            if not src:\n"
+        "                continue\n"
+        "            try:\n"
+        "                exec(compile(src, name, 'exec'), g)\n"
+        "            except SystemExit:\n"
+        "                raise\n"
+        "            except BaseException as e:\n"
+        "                import linecache\n"
+        "                text = src.decode('utf-8', 'replace')\n"
+        "                linecache.cache[name] = (len(text), None, text.splitlines(True), name)\n"
+        "                e.__traceback__ = e.__traceback__.tb_next\n"
+        "                hook = sys.excepthook\n"
+        "                if hook is sys.__excepthook__:\n"
+        "                    import traceback\n"
+        "                    hook = traceback.print_exception\n"
+        "                hook(type(e), e, e.__traceback__)\n"
+        "                return 1\n"
+        "    except SystemExit as e:\n"
+        "        if e.code is None:\n"
+        "            return 0\n"
+        "        if isinstance(e.code, int):\n"
+        "            return e.code\n"
         "        try:\n"
-        "            exec(compile(src, name, 'exec'), g)\n"
-        "        except SystemExit:\n"
-        "            raise\n"
-        "        except BaseException as e:\n"
-        "            import linecache\n"
-        "            text = src.decode('utf-8', 'replace')\n"
-        "            linecache.cache[name] = (len(text), None, text.splitlines(True), name)\n"
-        "            e.__traceback__ = e.__traceback__.tb_next\n"
-        "            hook = sys.excepthook\n"
-        "            if hook is sys.__excepthook__:\n"
-        "                import traceback\n"
-        "                hook = traceback.print_exception\n"
-        "            hook(type(e), e, e.__traceback__)\n"
-        "            sys.exit(1)\n"
-        "_lockbox_main()\n";
+        "            print(e.code, file=sys.stderr)\n"
+        "        except BaseException:\n"
+        "            pass\n"
+        "        return 1\n"
+        "    return 0\n"
+        "def _lockbox_exit(rc):\n"
+        "    import sys, os\n"
+        "    try:\n"
+        "        if 'threading' in sys.modules:\n"
+        "            sys.modules['threading']._shutdown()\n"
+        "        import atexit\n"
+        "        atexit._run_exitfuncs()\n"
+        "    except BaseException:\n"
+        "        pass\n"
+        "    for f in (sys.stdout, sys.stderr):\n"
+        "        try:\n"
+        "            f.flush()\n"
+        "        except BaseException:\n"
+        "            pass\n"
+        "    os._exit(rc & 0xff)\n"
+        "_lockbox_exit(_lockbox_main())\n";
 
 /* Nothing beyond the common policy: CPython's needs are the baseline. */
 static const char *const python_allow[] = {NULL};
 
 int runtime_python_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen)
 {
-        static const char *const args[] = {"-I", "-B", "-u", "-c", python_boot};
+        static const char *const args[] = {"-I", "-B", "-u", "-c", runtime_python_boot};
         return runtime_new_common("python3", LANG_PYTHON3, cfg->python_path, args,
                                   sizeof(args) / sizeof(args[0]), python_allow, cfg, ret, err,
                                   errlen);

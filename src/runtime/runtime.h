@@ -21,6 +21,9 @@ struct runtime {
         bool spawn_kills; /* a new process stops the run instead of failing */
 };
 
+/* The Python bootstrap, shared by the cold command line and the zygote. */
+extern const char runtime_python_boot[];
+
 int runtime_python_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen);
 int runtime_node_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen);
 struct runtime *runtime_free(struct runtime *rt);

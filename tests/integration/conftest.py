@@ -151,11 +151,17 @@ class Daemon:
         self.requirements_path = os.path.join(workdir, "python-requirements.txt")
         self.config_path = os.path.join(workdir, "config.yaml")
         self.log_path = os.path.join(workdir, "lockboxd.stderr")
-        self.base_config = config
         self.extra_env = env or {}
         self.session = None
         self.cgroup_dirs = {}
         self.stopped = False
+        # LOCKBOX_TEST_MODE=cold runs the whole suite against cold daemons.
+        mode = (config.get("warm") or {}).get("mode") or os.environ.get("LOCKBOX_TEST_MODE", "warm")
+        self.base_config = merge({"warm": {"mode": mode}}, config)
+        self.warm = mode == "warm"
+        warm = self.base_config.get("warm", {})
+        # armed processes at most: each language's pool, for both network modes
+        self.armed_max = 2 * (warm.get("python_pool", 4) + warm.get("nodejs_pool", 2)) if self.warm else 0
 
     # ------------------------------------------------------------------ start
     def write_config(self):
@@ -280,15 +286,34 @@ class Daemon:
         assert d["code"] == 0, d
         assert (d["data"]["stdout"], d["data"]["exit_code"]) == ("42\n", 0), d
 
+    def armed(self, procs):
+        """Warm mode keeps armed processes, each with a UID and run cgroup of
+        its own: children of the jailer waiting for code (or starting)."""
+        out = []
+        for pid, name, uids in procs:
+            st = proc_status(pid)
+            if st and st.get("PPid") == str(self.pid):
+                out.append((pid, name, uids))
+        return out
+
     def assert_idle(self):
-        """After every response: no process of the run's UID range is left
-        (the response comes only after every process of the run is gone)
-        and no run cgroup remains."""
+        """After every response: no process of a finished run is left (the
+        response comes only after every process of the run is gone), only
+        armed processes of the warm pools, and no run cgroup beyond theirs."""
         left = processes_in_uid_range(self.uid_min, self.uid_max)
+        armed = self.armed(left)
+        assert len(armed) <= self.armed_max, f"more armed processes than the pools hold: {armed}"
+        left = [p for p in left if p not in armed]
         assert not left, f"processes left in the sandbox UID range: {left}"
         for c, d in self.cgroup_dirs.items():
             subs = [e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
-            assert not subs, f"run cgroups left under {d}: {subs}"
+            assert len(subs) <= self.armed_max, f"run cgroups left under {d}: {subs}"
+
+    def assert_uid_gone(self, uid):
+        """The UID a finished run reported has no process and no cgroup."""
+        assert not processes_in_uid_range(uid, uid), f"uid {uid} still has processes"
+        for c, d in self.cgroup_dirs.items():
+            assert not os.path.exists(os.path.join(d, f"run-{uid}")), f"run-{uid} left in {c}"
 
     # ------------------------------------------------------------------- stop
     def kill_hard(self):

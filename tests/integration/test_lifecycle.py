@@ -228,7 +228,8 @@ def test_sigkilled_daemon_leftovers_are_reaped_by_the_next(lockboxd_factory):
 
 def test_http_process_is_unprivileged(daemon):
     from conftest import children_of, proc_status
-    kids = children_of(daemon.pid)
+    kids = [k for k in children_of(daemon.pid)
+            if (proc_status(k) or {}).get("Name") == "lockboxd"]
     assert len(kids) == 1, kids
     st = proc_status(kids[0])
     uids = [int(x) for x in st["Uid"].split()]

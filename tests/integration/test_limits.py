@@ -149,7 +149,8 @@ def test_uids_are_recycled_after_every_kind_of_ending(lockboxd_factory):
     """A pool of 2 UIDs survives many runs ended in every way: each ending
     gives its UID back (otherwise runs would fail with code -429)."""
     d = lockboxd_factory(_pool=2, max_workers=2, worker_timeout=1,
-                         limits={"memory": "32M", "output": "4K"})
+                         limits={"memory": "32M", "output": "4K"},
+                         warm={"python_pool": 0, "nodejs_pool": 0})
     endings = {
         "ok": ("print('ok')", "ok"),
         "exception": ("raise SystemExit(4)", "runtime_error"),

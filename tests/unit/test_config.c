@@ -241,7 +241,7 @@ TEST(config_value_syntaxes)
                            "jail:\n"
                            "  hostname: box-1\n"
                            "  uid_min: 20000\n"
-                           "  uid_max: 20007\n"
+                           "  uid_max: 20013\n"
                            "  extra_ro_paths:\n"
                            "    - /opt/models\n"
                            "    - \"/srv/data set\"\n"
@@ -265,7 +265,7 @@ TEST(config_value_syntaxes)
         EXPECT_INT_EQ(c.max_body_bytes, 1024);
         EXPECT_STR_EQ(c.hostname, "box-1");
         EXPECT_INT_EQ(c.uid_min, 20000);
-        EXPECT_INT_EQ(c.uid_max, 20007);
+        EXPECT_INT_EQ(c.uid_max, 20013);
         EXPECT_INT_EQ(c.n_extra_ro_paths, 2);
         EXPECT_STR_EQ(c.extra_ro_paths[0], "/opt/models");
         EXPECT_STR_EQ(c.extra_ro_paths[1], "/srv/data set");
@@ -667,6 +667,34 @@ TEST(config_deprecated_env_warns)
         config_free(&c);
 }
 
+TEST(config_warm_section)
+{
+        struct config c;
+        EXPECT_INT_EQ(load(&c, "", NULL), 0);
+        EXPECT_TRUE(config_warm(&c));
+        EXPECT_INT_EQ(c.python_pool, 4);
+        EXPECT_INT_EQ(c.nodejs_pool, 2);
+        EXPECT_INT_EQ(c.n_python_preload, 11);
+        EXPECT_STR_EQ(c.python_preload[0], "json");
+        EXPECT_STR_EQ(c.python_preload[10], "jinja2");
+        config_free(&c);
+        const char *env[] = {"LOCKBOX_WARM_MODE", "cold", "LOCKBOX_WARM_PYTHON_PRELOAD",
+                             "json, xml.etree.ElementTree", NULL};
+        EXPECT_INT_EQ(load(&c, "warm:\n  python_pool: 8\n", env), 0);
+        EXPECT_TRUE(!config_warm(&c));
+        EXPECT_INT_EQ(c.python_pool, 8);
+        EXPECT_INT_EQ(c.n_python_preload, 2);
+        EXPECT_STR_EQ(c.python_preload[1], "xml.etree.ElementTree");
+        config_free(&c);
+        EXPECT_LOAD_ERROR("warm:\n  mode: hot\n", NULL,
+                          "x.yaml:2:9: warm.mode: 'hot' is not warm or cold");
+        EXPECT_LOAD_ERROR("warm:\n  python_preload: [json, 'os; import x']\n", NULL,
+                          "x.yaml:2:26: warm.python_preload: 'os; import x' is not a Python "
+                          "module name");
+        EXPECT_LOAD_ERROR("warm:\n  nodejs_pool: 65\n", NULL,
+                          "x.yaml:2:16: warm.nodejs_pool: 65 is above the maximum 64");
+}
+
 TEST(config_uid_cross_checks)
 {
         EXPECT_LOAD_ERROR("jail:\n  uid_min: 20000\n  uid_max: 19999\n", NULL,
@@ -674,20 +702,26 @@ TEST(config_uid_cross_checks)
         EXPECT_LOAD_ERROR("jail:\n  uid_min: 20000\n", NULL,
                           "x.yaml:2:12: jail.uid_min: 20000 is above jail.uid_max 10999");
         EXPECT_LOAD_ERROR("jail:\n  uid_max: 10002\n", NULL,
-                          "x.yaml:2:12: jail.uid_max: max_workers is 4 but the UID pool "
-                          "jail.uid_min..jail.uid_max (10000..10002) holds only 3; each "
-                          "concurrent run needs its own UID");
+                          "x.yaml:2:12: jail.uid_max: max_workers is 4 and the warm pools hold "
+                          "6 but the UID pool jail.uid_min..jail.uid_max (10000..10002) holds "
+                          "only 3; each concurrent run and armed process needs its own UID");
         EXPECT_LOAD_ERROR("max_workers: 8\njail:\n  uid_max: 10006\n", NULL,
-                          "x.yaml:1:14: max_workers: max_workers is 8 but the UID pool "
-                          "jail.uid_min..jail.uid_max (10000..10006) holds only 7; each "
-                          "concurrent run needs its own UID");
+                          "x.yaml:1:14: max_workers: max_workers is 8 and the warm pools hold "
+                          "6 but the UID pool jail.uid_min..jail.uid_max (10000..10006) holds "
+                          "only 7; each concurrent run and armed process needs its own UID");
         const char *env[] = {"MAX_WORKERS", "9", NULL};
         EXPECT_LOAD_ERROR("jail:\n  uid_max: 10007\n", env,
-                          "env MAX_WORKERS: max_workers is 9 but the UID pool "
-                          "jail.uid_min..jail.uid_max (10000..10007) holds only 8; each "
-                          "concurrent run needs its own UID");
+                          "env MAX_WORKERS: max_workers is 9 and the warm pools hold 6 but the "
+                          "UID pool jail.uid_min..jail.uid_max (10000..10007) holds only 8; each "
+                          "concurrent run and armed process needs its own UID");
         struct config c;
-        EXPECT_INT_EQ(load(&c, "max_workers: 4\njail:\n  uid_min: 5000\n  uid_max: 5003\n", NULL),
+        /* four UIDs: enough for four workers once the pools are off (cold) */
+        EXPECT_INT_EQ(load(&c, "max_workers: 4\nwarm:\n  mode: cold\njail:\n  uid_min: 5000\n"
+                               "  uid_max: 5003\n", NULL),
+                      0);
+        config_free(&c);
+        EXPECT_INT_EQ(load(&c, "max_workers: 4\nwarm: {python_pool: 0, nodejs_pool: 0}\njail:\n"
+                               "  uid_min: 5000\n  uid_max: 5003\n", NULL),
                       0);
         config_free(&c);
 }

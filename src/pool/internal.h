@@ -1,0 +1,134 @@
+/* Shared state of the jailer's pieces: the event loop (jailer.c), the life
+ * of one run (run.c) and warm execution (warm.c: pools of armed processes
+ * and the Python zygote). Private to src/pool/. */
+#pragma once
+
+#include <linux/seccomp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "ipc/proto.h"
+#include "jail/policy.h"
+
+struct config;
+struct cgroup_root;
+struct cgroup_run;
+struct runtime;
+struct uidpool;
+struct zygote;
+
+enum watch_kind {
+        W_CTRL,
+        W_SIGNAL,
+        W_HTTP,
+        W_CHAN,
+        W_PIDFD,
+        W_TIMER,
+        W_LISTENER,
+        W_SYNC,
+        W_ZYGOTE,
+        W_ZYGOTE_EXIT,
+        W_TICK,
+};
+
+struct watch {
+        enum watch_kind kind;
+        struct run *run;
+};
+
+struct pool;
+
+struct lang_slot {
+        struct runtime *rt;
+        struct policy_prog filter[2]; /* [network] */
+        struct pool *pool[2];         /* warm mode: armed processes by network mode */
+        bool zygote;                  /* warm children come from the zygote */
+};
+
+enum run_state {
+        RUN_SPAWNING, /* cloned (or asked of the zygote), walking the lock sequence */
+        RUN_ARMED,    /* every lock on, waiting in its pool for a request */
+        RUN_ACTIVE,   /* a request's: the program runs, the deadline ticks */
+};
+
+struct run {
+        struct run *next;      /* all runs */
+        struct run *pool_next;   /* armed runs of its pool, oldest first */
+        struct run *zygote_next; /* runs waiting for the zygote's SPAWNED */
+        struct watch w_chan, w_pidfd, w_timer, w_listener, w_sync;
+        struct lang_slot *slot;
+        struct pool *pool; /* the pool it refills when armed, or NULL */
+        enum run_state state;
+        bool network, warm, zygote, exec_done, killed, finished, counted;
+        int chan, timerfd, sync, listener, pidfd;
+        pid_t pid;
+        int code_w, out_r, err_r; /* our pipe ends, until STARTED hands them over */
+        uid_t uid;
+        struct cgroup_run *cg;
+        char trace[PROTO_TRACE_LEN + 1];
+        char failure[160]; /* why the start failed, for the request's -500 */
+        enum run_reason reason;
+        int syscall_nr;
+        struct timespec start; /* of the program: when STARTED was sent */
+};
+
+struct jailer {
+        const struct config *cfg;
+        struct lang_slot langs[3]; /* by enum proto_language */
+        struct uidpool *uids;
+        struct cgroup_root *cg;
+        struct zygote *zygote;
+        char **env[2];
+        int epfd, sigfd, ctrl, http_pidfd, tickfd;
+        pid_t http_pid;
+        struct watch w_ctrl, w_sig, w_http, w_tick;
+        struct run *runs;
+        unsigned n_active; /* runs that hold a request: <= max_workers */
+        struct seccomp_notif *notif;
+        struct seccomp_notif_resp *resp;
+        bool stopping, http_gone;
+        int exit_code;
+        struct timespec stop_deadline;
+};
+
+/* jailer.c */
+int jailer_watch(struct jailer *j, int fd, struct watch *w);
+void jailer_unwatch(struct jailer *j, int fd);
+uint64_t jailer_elapsed_us(const struct timespec *since);
+
+/* run.c */
+/* A new run of slot's language: for a request (chan >= 0), or to arm pool. */
+int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool,
+               int chan, const char *trace, char *err, size_t errlen);
+/* Give an armed run to a request. */
+void run_assign(struct jailer *j, struct run *run, int chan, const char *trace);
+void run_kill(struct run *run, enum run_reason why);
+void run_on_sync(struct jailer *j, struct run *run);
+void run_on_listener(struct jailer *j, struct run *run, uint32_t events);
+void run_on_chan(struct jailer *j, struct run *run);
+void run_on_timer(struct jailer *j, struct run *run);
+void run_on_exit(struct jailer *j, struct run *run);
+/* Send one RESULT that only carries a status (refusals). */
+void run_refuse(int chan, enum run_status status, const char *message);
+
+/* warm.c */
+int warm_init(struct jailer *j, char *err, size_t errlen);
+void warm_free(struct jailer *j);
+/* An armed run of slot for this network mode, taken out of its pool. */
+struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network);
+/* Start spawns until every pool has its target (armed + spawning). */
+void warm_refill(struct jailer *j);
+void warm_on_armed(struct jailer *j, struct run *run);
+void warm_on_gone(struct jailer *j, struct run *run);
+/* Zygote: ask for a warm child for run (its fds in fds[]); 0 or -errno. */
+int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds);
+bool zygote_up(const struct jailer *j);
+void zygote_on_message(struct jailer *j);
+void zygote_on_exit(struct jailer *j);
+void warm_on_tick(struct jailer *j);
+void warm_stop(struct jailer *j);
+bool warm_zygote_alive(const struct jailer *j);
+bool warm_zygote_owns(const struct jailer *j, pid_t pid);
+bool warm_spawns_pending(const struct jailer *j);

@@ -1,0 +1,521 @@
+/* The life of one run in the jailer: created (UID, cgroups, pipes, sync
+ * socket, then a cold clone or a zygote fork), SPAWNING while the child
+ * walks the lock sequence, ARMED in a warm pool or straight to ACTIVE for a
+ * request, and over when its pidfd says the process is gone. Every end
+ * goes through run_on_exit(): reap, classify, remove the cgroups, return
+ * the UID, answer. Handlers only mark a run finished; the loop frees it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "ipc/channel.h"
+#include "jail/cgroup.h"
+#include "jail/jail.h"
+#include "jail/uidpool.h"
+#include "pool/internal.h"
+#include "runtime/runtime.h"
+
+/* A child that has not finished its lock sequence by then is stuck. */
+#define SPAWN_TIMEOUT_S 10
+
+void run_refuse(int chan, enum run_status status, const char *message)
+{
+        struct proto_result res = {.hdr = {PROTO_MAGIC, PROTO_RESULT}, .status = status};
+        snprintf(res.message, sizeof(res.message), "%s", message ? message : "");
+        if (chan >= 0 && channel_send(chan, &res, sizeof(res), NULL, 0) < 0)
+                log_warn(NULL, "run.result_undeliverable", "error=%s", log_q(strerror(errno)));
+}
+
+static int arm_timer(struct run *run, int seconds)
+{
+        struct itimerspec its = {.it_value = {.tv_sec = seconds}};
+        return timerfd_settime(run->timerfd, 0, &its, NULL) < 0 ? -errno : 0;
+}
+
+void run_kill(struct run *run, enum run_reason why)
+{
+        if (run->reason == REASON_NONE)
+                run->reason = why;
+        /* Without a pidfd yet (the zygote's SPAWNED is on its way), the
+         * kill is kept and sent when the pid arrives. */
+        run->killed = true;
+        if (run->pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
+}
+
+static void fail_start(struct run *run, const char *what, const char *detail)
+{
+        if (!run->failure[0])
+                snprintf(run->failure, sizeof(run->failure), "%s%s%s", what, detail ? ": " : "",
+                         detail ? detail : "");
+        run_kill(run, REASON_NONE);
+}
+
+/* ---- creating ------------------------------------------------------------- */
+
+/* Our ends stay in run; the child's ends go into child[]: sync, code read
+ * end, stdout write end, stderr write end. */
+static int make_channels(struct run *run, int child[4])
+{
+        int code[2], out[2], err[2], sv[2];
+        if (pipe2(code, O_CLOEXEC) < 0)
+                return -errno;
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+                int e = errno;
+                close(code[0]);
+                close(code[1]);
+                return -e; /* (rare: fd exhaustion) the rest leak until exit */
+        }
+        run->code_w = code[1];
+        run->out_r = out[0];
+        run->err_r = err[0];
+        run->sync = sv[0];
+        child[0] = sv[1];
+        child[1] = code[0];
+        child[2] = out[1];
+        child[3] = err[1];
+        return 0;
+}
+
+static struct jail_spec make_spec(struct jailer *j, struct run *run, const int *child,
+                                  const int *cg_procs, int cg_dirfd)
+{
+        const struct config *c = j->cfg;
+        const struct runtime *rt = run->slot->rt;
+        bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
+        return (struct jail_spec){
+                .mode = JAIL_COLD,
+                .uid = run->uid,
+                .gid = (gid_t)run->uid,
+                .network = run->network,
+                .hostname = c->hostname,
+                .ro_paths = (const char *const *)rt->ro_paths,
+                .n_ro_paths = rt->n_ro_paths,
+                .limits = {.data_bytes = memcg ? 0 : c->memory_bytes,
+                           .nproc = c->processes,
+                           .cpu_seconds = c->cpu_seconds,
+                           .open_files = c->open_files,
+                           .file_bytes = c->file_bytes,
+                           .tmp_bytes = c->tmp_bytes,
+                           .tmp_inodes = c->tmp_inodes},
+                .exec_path = rt->exec_path,
+                .argv = rt->argv,
+                .envp = j->env[run->network],
+                .sync_fd = child[0],
+                .code_fd = child[1],
+                .stdout_fd = child[2],
+                .stderr_fd = child[3],
+                .filter = &run->slot->filter[run->network],
+                .cgroup_procs = {cg_procs[0], cg_procs[1]},
+                .cgroup_dirfd = cg_dirfd,
+        };
+}
+
+static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *err, size_t errlen)
+{
+        if (cgroup_root_mode(j->cg) == CGROUP_NONE)
+                return 0;
+        char name[32];
+        struct cgroup_limits l = {.memory_bytes = j->cfg->memory_bytes,
+                                  .pids = j->cfg->processes};
+        snprintf(name, sizeof(name), "run-%u", (unsigned)run->uid);
+        int r = cgroup_run_create(j->cg, name, &l, &run->cg);
+        if (r == 0)
+                r = cgroup_run_procs_fds(run->cg, procs);
+        if (r < 0)
+                snprintf(err, errlen, "cgroup: %s", strerror(-r));
+        return r;
+}
+
+struct child_ends {
+        int fds[4]; /* sync, code read end, stdout write end, stderr write end */
+        int procs[2];
+};
+
+static void child_ends_close(struct child_ends *c)
+{
+        for (size_t i = 0; i < 4; i++)
+                c->fds[i] = safe_close(c->fds[i]);
+        for (size_t i = 0; i < 2; i++)
+                c->procs[i] = safe_close(c->procs[i]);
+}
+
+/* Clone a cold child, or ask the zygote for a warm one. */
+static int launch(struct jailer *j, struct run *run, struct child_ends *c, char *err,
+                  size_t errlen)
+{
+        int dirfd = run->cg ? cgroup_run_dirfd(run->cg) : -1;
+        if (run->slot->zygote && zygote_up(j)) {
+                int fds[6];
+                size_t n = 0;
+                for (size_t i = 0; i < 4; i++)
+                        fds[n++] = c->fds[i];
+                for (size_t i = 0; i < 2; i++)
+                        if (c->procs[i] >= 0)
+                                fds[n++] = c->procs[i];
+                if (dirfd >= 0)
+                        fds[n++] = dirfd;
+                run->warm = run->zygote = true;
+                int r = zygote_spawn(j, run, fds, n);
+                if (r < 0)
+                        snprintf(err, errlen, "zygote: %s", strerror(-r));
+                return r;
+        }
+        struct jail_spec spec = make_spec(j, run, c->fds, c->procs, dirfd);
+        struct jail_started st;
+        int r = jail_start(&spec, false, &st, err, errlen);
+        if (r < 0)
+                return r;
+        run->pid = st.pid;
+        run->pidfd = st.pidfd;
+        run->w_pidfd = (struct watch){W_PIDFD, run};
+        if ((r = jailer_watch(j, run->pidfd, &run->w_pidfd)) < 0) {
+                syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
+                waitpid(run->pid, NULL, 0);
+                snprintf(err, errlen, "epoll: %s", strerror(-r));
+        }
+        return r;
+}
+
+static int watch_run(struct jailer *j, struct run *run)
+{
+        run->w_chan = (struct watch){W_CHAN, run};
+        run->w_timer = (struct watch){W_TIMER, run};
+        run->w_listener = (struct watch){W_LISTENER, run};
+        run->w_sync = (struct watch){W_SYNC, run};
+        int r = jailer_watch(j, run->sync, &run->w_sync);
+        if (r == 0)
+                r = jailer_watch(j, run->timerfd, &run->w_timer);
+        if (r == 0 && run->chan >= 0)
+                r = jailer_watch(j, run->chan, &run->w_chan);
+        return r;
+}
+
+static void release_identity(struct jailer *j, struct run *run)
+{
+        if (run->cg) {
+                int r = cgroup_run_destroy(run->cg);
+                if (r < 0) {
+                        /* The UID stays out of the pool: its group still
+                         * holds something we could not remove. */
+                        log_error(run->trace, "run.cgroup_leak", "uid=%u error=%s",
+                                  (unsigned)run->uid, log_q(strerror(-r)));
+                        run->uid = 0;
+                }
+                run->cg = cgroup_run_free(run->cg);
+        }
+        if (run->uid)
+                uidpool_release(j->uids, run->uid);
+        run->uid = 0;
+}
+
+static void release_fds(struct run *run)
+{
+        int *fds[] = {&run->chan,   &run->timerfd, &run->sync,  &run->listener, &run->pidfd,
+                      &run->code_w, &run->out_r,   &run->err_r};
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                *fds[i] = safe_close(*fds[i]);
+}
+
+static void run_destroy(struct jailer *j, struct run *run)
+{
+        release_identity(j, run);
+        release_fds(run);
+        free(run);
+}
+
+/* UID, deadline timer, cgroups, pipes: everything but the process. */
+static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char *err,
+                   size_t errlen)
+{
+        int r = uidpool_acquire(j->uids, &run->uid);
+        if (r < 0)
+                return r; /* -EAGAIN: no identity free */
+        run->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (run->timerfd < 0 || arm_timer(run, SPAWN_TIMEOUT_S) < 0) {
+                snprintf(err, errlen, "timer: %s", strerror(errno));
+                return -EIO;
+        }
+        if (make_cgroup(j, run, c->procs, err, errlen) < 0)
+                return -EIO;
+        if ((r = make_channels(run, c->fds)) < 0) {
+                snprintf(err, errlen, "pipes: %s", strerror(-r));
+                return -EIO;
+        }
+        return 0;
+}
+
+int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool,
+               int chan, const char *trace, char *err, size_t errlen)
+{
+        struct run *run = calloc(1, sizeof(*run));
+        if (!run)
+                return -ENOMEM;
+        *run = (struct run){.slot = slot, .pool = pool, .network = network, .warm = pool != NULL,
+                            .chan = -1, .timerfd = -1, .sync = -1, .listener = -1, .pidfd = -1,
+                            .code_w = -1, .out_r = -1, .err_r = -1};
+        snprintf(run->trace, sizeof(run->trace), "%s", trace ? trace : "");
+        struct child_ends c = {{-1, -1, -1, -1}, {-1, -1}};
+        int r = prepare(j, run, &c, err, errlen);
+        run->chan = chan;
+        if (r == 0 && (r = watch_run(j, run)) < 0) {
+                snprintf(err, errlen, "epoll: %s", strerror(-r));
+                r = -EIO;
+        }
+        if (r == 0 && launch(j, run, &c, err, errlen) < 0)
+                r = -EIO;
+        child_ends_close(&c);
+        if (r < 0) {
+                run->chan = -1; /* the caller answers on it */
+                run_destroy(j, run);
+                return r;
+        }
+        run->counted = chan >= 0;
+        j->n_active += run->counted;
+        run->next = j->runs;
+        j->runs = run;
+        return 0;
+}
+
+/* ---- starting the program --------------------------------------------------- */
+
+/* Hand the pipes to the HTTP side and start the clock. */
+static void start_program(struct jailer *j, struct run *run)
+{
+        struct proto_started m = {.hdr = {PROTO_MAGIC, PROTO_STARTED}, .warm = run->warm};
+        int fds[3] = {run->code_w, run->out_r, run->err_r};
+        int r = channel_send(run->chan, &m, sizeof(m), fds, 3);
+        run->code_w = safe_close(run->code_w);
+        run->out_r = safe_close(run->out_r);
+        run->err_r = safe_close(run->err_r);
+        run->state = RUN_ACTIVE;
+        clock_gettime(CLOCK_MONOTONIC, &run->start);
+        if (r < 0 || arm_timer(run, j->cfg->worker_timeout) < 0)
+                run_kill(run, REASON_NONE); /* nobody to run it for */
+        log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d warm=%d",
+                  run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->pid,
+                  run->warm);
+}
+
+void run_assign(struct jailer *j, struct run *run, int chan, const char *trace)
+{
+        run->chan = chan;
+        snprintf(run->trace, sizeof(run->trace), "%s", trace);
+        run->counted = true;
+        j->n_active++;
+        run->pool = NULL;
+        if (jailer_watch(j, run->chan, &run->w_chan) < 0)
+                run_kill(run, REASON_NONE);
+        start_program(j, run);
+}
+
+/* Every lock is on and the program's pipe is empty: serve or arm. */
+static void ready(struct jailer *j, struct run *run)
+{
+        if (run->chan >= 0) {
+                start_program(j, run);
+                return;
+        }
+        run->state = RUN_ARMED;
+        struct itimerspec off = {0};
+        timerfd_settime(run->timerfd, 0, &off, NULL);
+        warm_on_armed(j, run);
+}
+
+void run_on_sync(struct jailer *j, struct run *run)
+{
+        for (;;) {
+                struct jail_sync_msg m;
+                int fd = -1;
+                int r = jail_sync_recv(run->sync, &m, &fd);
+                if (r == -EAGAIN)
+                        return;
+                if (r == 1 && m.type == SYNC_LISTENER && fd >= 0 && run->listener < 0) {
+                        run->listener = fd;
+                        if (jailer_watch(j, run->listener, &run->w_listener) < 0)
+                                fail_start(run, "epoll on the listener failed", NULL);
+                        continue;
+                }
+                safe_close(fd);
+                jailer_unwatch(j, run->sync);
+                run->sync = safe_close(run->sync);
+                if (r == 1 && m.type == SYNC_READY && run->listener >= 0)
+                        ready(j, run);
+                else if (r == 0 && run->exec_done && run->listener >= 0)
+                        ready(j, run); /* a cold child's exec closed the socket */
+                else if (r == 1 && m.type == SYNC_FAIL) {
+                        fail_start(run, m.step, strerror(m.error));
+                } else
+                        fail_start(run, "the child ended its start-up early", NULL);
+                return;
+        }
+}
+
+/* After the start: a notification is a forbidden call. Exec is a probe
+ * that fails with EPERM; anything else stops the run and is named. */
+static void on_forbidden(struct jailer *j, struct run *run)
+{
+        memset(j->notif, 0, sizeof(*j->notif));
+        if (seccomp_notify_receive(run->listener, j->notif) < 0)
+                return;
+        if (!policy_is_exec(j->notif->data.nr)) {
+                if (run->reason == REASON_NONE)
+                        run->syscall_nr = j->notif->data.nr;
+                run_kill(run, REASON_SYSCALL);
+        }
+        /* Answer anyway so the thread never stays parked if the kill raced. */
+        j->resp->id = j->notif->id;
+        j->resp->error = -EPERM;
+        j->resp->val = 0;
+        j->resp->flags = 0;
+        seccomp_notify_respond(run->listener, j->resp);
+}
+
+void run_on_listener(struct jailer *j, struct run *run, uint32_t events)
+{
+        if (!(events & EPOLLIN)) {
+                jailer_unwatch(j, run->listener);
+                return;
+        }
+        if (run->state == RUN_SPAWNING && !run->zygote && !run->exec_done) {
+                int r = jail_exec_permit(run->listener, run->pid, &run->exec_done);
+                if (r < 0)
+                        fail_start(run, "exec", strerror(-r));
+                return;
+        }
+        on_forbidden(j, run);
+}
+
+void run_on_chan(struct jailer *j, struct run *run)
+{
+        struct proto_header h;
+        int fd;
+        size_t nf = 0;
+        int r = channel_recv(run->chan, &h, sizeof(h), &fd, 0, &nf);
+        if (r == -EAGAIN)
+                return;
+        if (r == 1 && h.magic == PROTO_MAGIC && h.type == PROTO_KILL) {
+                run_kill(run, REASON_OUTPUT);
+                return;
+        }
+        /* EOF or garbage: nobody is waiting for this run any more. */
+        jailer_unwatch(j, run->chan);
+        run->chan = safe_close(run->chan);
+        run_kill(run, REASON_NONE);
+}
+
+void run_on_timer(struct jailer *j, struct run *run)
+{
+        uint64_t ticks;
+        if (read(run->timerfd, &ticks, sizeof(ticks)) != sizeof(ticks))
+                return;
+        if (run->state == RUN_ACTIVE) {
+                run_kill(run, REASON_TIMEOUT);
+                return;
+        }
+        fail_start(run, "start-up took too long", NULL);
+        if (run->pid <= 0) {
+                /* still waiting for the zygote's answer: it hangs */
+                log_error(run->trace, "zygote.unresponsive", "effect=\"restarting it\"");
+                warm_stop(j);
+        }
+}
+
+/* ---- the end ---------------------------------------------------------------- */
+
+static void classify(struct run *run, int status, const struct rusage *ru,
+                     const struct cgroup_stats *st, int cpu_limit, struct proto_result *res)
+{
+        uint64_t cpu_us = (uint64_t)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000u +
+                          (uint64_t)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec);
+        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        enum run_reason why = run->reason;
+        if (why == REASON_NONE && st->oom_kills > 0)
+                why = REASON_MEMORY;
+        else if (why == REASON_NONE &&
+                 (sig == SIGXCPU || (sig == SIGKILL && cpu_us >= (uint64_t)cpu_limit * 1000000u)))
+                why = REASON_CPU;
+        else if (why == REASON_NONE && sig)
+                why = REASON_SIGNAL;
+        res->reason = why;
+        res->signal = sig;
+        res->exit_code = why != REASON_NONE ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        res->cpu_us = cpu_us;
+        res->memory_peak = st->memory_peak ? st->memory_peak : (uint64_t)ru->ru_maxrss * 1024;
+        if (why == REASON_SYSCALL) {
+                res->syscall_nr = run->syscall_nr;
+                char *name = policy_syscall_name(run->syscall_nr);
+                snprintf(res->syscall_name, sizeof(res->syscall_name), "%s", name ? name : "");
+                free(name);
+        }
+}
+
+static void finish_program(struct jailer *j, struct run *run, int status, const struct rusage *ru)
+{
+        struct cgroup_stats st = {0};
+        if (run->cg)
+                cgroup_run_stats(run->cg, &st);
+        struct proto_result res = {.hdr = {PROTO_MAGIC, PROTO_RESULT},
+                                   .status = RUN_STATUS_DONE,
+                                   .wall_us = jailer_elapsed_us(&run->start)};
+        classify(run, status, ru, &st, j->cfg->cpu_seconds, &res);
+        release_identity(j, run); /* groups gone, UID back: then answer */
+        log_info(run->trace, "run.done",
+                 "lang=%s warm=%d exit_code=%d reason=%u signal=%d wall_ms=%llu cpu_ms=%llu "
+                 "memory_peak=%llu",
+                 run->slot->rt->name, run->warm, res.exit_code, res.reason, res.signal,
+                 (unsigned long long)res.wall_us / 1000, (unsigned long long)res.cpu_us / 1000,
+                 (unsigned long long)res.memory_peak);
+        if (res.reason == REASON_SYSCALL)
+                log_warn(run->trace, "run.syscall_denied", "syscall=%s", res.syscall_name);
+        if (run->chan >= 0 && channel_send(run->chan, &res, sizeof(res), NULL, 0) < 0)
+                log_warn(run->trace, "run.result_undeliverable", "error=%s",
+                         log_q(strerror(errno)));
+}
+
+/* A process that never became a program: answer its request, if any. */
+static void finish_start(struct jailer *j, struct run *run, int status)
+{
+        if (!run->failure[0])
+                snprintf(run->failure, sizeof(run->failure),
+                         "the sandbox process ended during start-up (status %d)", status);
+        if (run->chan >= 0 || !j->stopping)
+                log_error(run->trace, "run.spawn_failed", "lang=%s warm=%d error=%s",
+                          run->slot->rt->name, run->warm, log_q(run->failure));
+        release_identity(j, run);
+        if (run->chan >= 0)
+                run_refuse(run->chan, RUN_STATUS_INTERNAL, run->failure);
+        warm_on_gone(j, run);
+}
+
+void run_on_exit(struct jailer *j, struct run *run)
+{
+        int status = 0;
+        struct rusage ru = {0};
+        if (run->pid > 0 && RETRY_EINTR(wait4(run->pid, &status, WNOHANG, &ru)) == 0)
+                return; /* not yet */
+        if (run->state == RUN_ACTIVE)
+                finish_program(j, run, status, &ru);
+        else
+                finish_start(j, run, status);
+        if (run->counted)
+                j->n_active--; /* now: the HTTP side may send the next RUN at once */
+        run->counted = false;
+        release_fds(run);
+        run->finished = true;
+}

@@ -1,0 +1,558 @@
+/* Warm execution (see docs/ARCHITECTURE.md "Warm execution"): per language
+ * a pool of armed runs, processes that have walked the whole lock sequence
+ * and wait for their code, refilled in the background; for Python they are
+ * forked by the zygote, an interpreter that imported warm.python_preload
+ * once and never runs a program. A request with no armed run waiting
+ * starts one on demand (a zygote fork, else a cold start). */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "ipc/channel.h"
+#include "ipc/zygote_proto.h"
+#include "jail/cgroup.h"
+#include "jail/uidpool.h"
+#include "pool/internal.h"
+#include "runtime/runtime.h"
+
+struct pool {
+        struct lang_slot *slot;
+        bool network;
+        bool active; /* the configured mode from the start; the other once asked for */
+        unsigned target, armed, spawning;
+        struct run *head, *tail; /* armed, oldest first */
+        unsigned failures;
+        struct timespec retry_at;
+};
+
+struct zygote {
+        pid_t pid;
+        int pidfd, sock;
+        bool ready, disabled;
+        struct watch w_sock, w_exit;
+        struct run *head, *tail; /* runs waiting for SPAWNED, in order */
+        unsigned failures;
+        struct timespec retry_at;
+        char binary[PATH_MAX];
+};
+
+static void now_plus(struct timespec *t, unsigned ms)
+{
+        clock_gettime(CLOCK_MONOTONIC, t);
+        t->tv_sec += ms / 1000;
+        t->tv_nsec += (long)(ms % 1000) * 1000000;
+        if (t->tv_nsec >= 1000000000) {
+                t->tv_sec++;
+                t->tv_nsec -= 1000000000;
+        }
+}
+
+static bool due(const struct timespec *t)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+/* 100 ms, 200 ms, ... up to 30 s after repeated failures. */
+static unsigned backoff_ms(unsigned failures)
+{
+        unsigned ms = 100;
+        for (unsigned i = 1; i < failures && ms < 30000; i++)
+                ms *= 2;
+        return ms < 30000 ? ms : 30000;
+}
+
+/* ---- pools ------------------------------------------------------------------ */
+
+/* One pool per network mode: the configured one fills at start; the other
+ * (requests without network while the configuration allows it) only once
+ * such a request has come, so a Dify deployment keeps one set. */
+static int pool_add(struct jailer *j, struct lang_slot *slot, int target)
+{
+        if (!slot->rt || target <= 0)
+                return 0;
+        for (int net = 0; net <= 1; net++) {
+                struct pool *p = calloc(1, sizeof(*p));
+                if (!p)
+                        return -ENOMEM;
+                *p = (struct pool){.slot = slot, .network = net,
+                                   .active = net == (int)j->cfg->enable_network,
+                                   .target = (unsigned)target};
+                slot->pool[net] = p;
+        }
+        return 0;
+}
+
+struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network)
+{
+        struct pool *p = slot->pool[network];
+        if (!p)
+                return NULL;
+        p->active = true;
+        if (!p->head)
+                return NULL;
+        struct run *run = p->head;
+        p->head = run->pool_next;
+        if (!p->head)
+                p->tail = NULL;
+        run->pool_next = NULL;
+        p->armed--;
+        return run;
+}
+
+void warm_on_armed(struct jailer *j, struct run *run)
+{
+        struct pool *p = run->pool;
+        if (!p) { /* an on-demand run whose request went away meanwhile */
+                run_kill(run, REASON_NONE);
+                return;
+        }
+        p->spawning--;
+        p->armed++;
+        p->failures = 0;
+        if (p->tail)
+                p->tail->pool_next = run;
+        else
+                p->head = run;
+        p->tail = run;
+}
+
+void warm_on_gone(struct jailer *j, struct run *run)
+{
+        struct pool *p = run->pool;
+        if (!p)
+                return;
+        if (run->state == RUN_SPAWNING) {
+                p->spawning--;
+                p->failures++;
+                now_plus(&p->retry_at, backoff_ms(p->failures));
+                return;
+        }
+        struct run **pp = &p->head, *prev = NULL;
+        for (; *pp && *pp != run; prev = *pp, pp = &(*pp)->pool_next)
+                ;
+        if (!*pp)
+                return;
+        *pp = run->pool_next;
+        if (p->tail == run)
+                p->tail = prev;
+        p->armed--;
+}
+
+/* Armed runs never take the UIDs that requests could still need. */
+static bool uid_to_spare(struct jailer *j)
+{
+        unsigned size = (unsigned)(j->cfg->uid_max - j->cfg->uid_min + 1);
+        unsigned reserved = (unsigned)j->cfg->max_workers - j->n_active;
+        return uidpool_in_use(j->uids) + reserved < size;
+}
+
+static void pool_refill(struct jailer *j, struct pool *p)
+{
+        while (p->active && p->armed + p->spawning < p->target && due(&p->retry_at) &&
+               uid_to_spare(j)) {
+                if (p->slot->zygote && !zygote_up(j))
+                        return; /* armed Python comes from the zygote only */
+                char err[200] = "";
+                int r = run_create(j, p->slot, p->network, p, -1, NULL, err, sizeof(err));
+                if (r == -EAGAIN)
+                        return; /* every UID is busy: requests first */
+                if (r < 0) {
+                        p->failures++;
+                        now_plus(&p->retry_at, backoff_ms(p->failures));
+                        log_error(NULL, "warm.refill_failed", "lang=%s error=%s",
+                                  p->slot->rt->name, log_q(err));
+                        return;
+                }
+                p->spawning++;
+        }
+}
+
+void warm_refill(struct jailer *j)
+{
+        if (j->stopping)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(j->langs); i++)
+                for (int net = 0; net <= 1; net++)
+                        if (j->langs[i].pool[net])
+                                pool_refill(j, j->langs[i].pool[net]);
+}
+
+/* ---- the zygote ------------------------------------------------------------- */
+
+bool zygote_up(const struct jailer *j)
+{
+        return j->zygote && j->zygote->ready;
+}
+
+/* Through the pidfd: never a stale or zero pid. */
+static void zygote_kill(struct zygote *z)
+{
+        if (z->pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, z->pidfd, SIGKILL, NULL, 0);
+}
+
+static int filter_memfd(const struct policy_prog *p)
+{
+        int fd = memfd_create("lockbox-filter", MFD_CLOEXEC);
+        size_t len = (size_t)p->len * sizeof(struct sock_filter);
+        if (fd >= 0 && write(fd, p->insns, len) != (ssize_t)len)
+                fd = safe_close(fd);
+        return fd;
+}
+
+/* argv of lockbox-pyzygote: everything it needs, nothing secret. */
+static char **zygote_argv(struct jailer *j)
+{
+        const struct config *c = j->cfg;
+        const struct runtime *rt = j->langs[LANG_PYTHON3].rt;
+        size_t n = 8 + 2 * (rt->n_ro_paths + c->n_python_preload + 4);
+        char **argv = calloc(n, sizeof(char *));
+        size_t k = 0;
+        if (!argv)
+                return NULL;
+        argv[k++] = j->zygote->binary;
+        argv[k++] = (char *)"--python";
+        argv[k++] = c->python_path;
+        argv[k++] = (char *)"--hostname";
+        argv[k++] = c->hostname;
+        for (size_t i = 0; i < rt->n_ro_paths; i++) {
+                argv[k++] = (char *)"--ro";
+                argv[k++] = rt->ro_paths[i];
+        }
+        for (size_t i = 0; i < c->n_python_preload; i++) {
+                argv[k++] = (char *)"--preload";
+                argv[k++] = c->python_preload[i];
+        }
+        /* what a network run's environment adds to the zygote's own */
+        for (char **e = j->env[1]; *e; e++) {
+                bool in_base = false;
+                for (char **b = j->env[0]; *b; b++)
+                        in_base |= strcmp(*b, *e) == 0;
+                if (!in_base && k + 2 < n) {
+                        argv[k++] = (char *)"--net-env";
+                        argv[k++] = *e;
+                }
+        }
+        return argv;
+}
+
+/* In the cloned child: fds 3-5 as the zygote expects, then exec. */
+static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, char **argv)
+{
+        sigset_t none;
+        sigemptyset(&none);
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int a = fcntl(sock, F_DUPFD, 10), b = fcntl(f0, F_DUPFD, 10), c = fcntl(f1, F_DUPFD, 10);
+        if (null < 0 || a < 0 || b < 0 || c < 0 || dup2(null, 0) < 0 || dup2(a, 3) < 0 ||
+            dup2(b, 4) < 0 || dup2(c, 5) < 0)
+                _exit(127);
+        syscall(SYS_close_range, 6, ~0U, 0);
+        /* Root, no credential change: the signal survives the exec. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        execve(argv[0], argv, j->env[0]);
+        _exit(127);
+}
+
+static int zygote_start(struct jailer *j)
+{
+        struct zygote *z = j->zygote;
+        int sv[2], f0 = filter_memfd(&j->langs[LANG_PYTHON3].filter[0]);
+        int f1 = filter_memfd(&j->langs[LANG_PYTHON3].filter[1]);
+        _cleanup_free_ char **argv = zygote_argv(j);
+        int r = 0;
+        if (f0 < 0 || f1 < 0 || !argv || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                r = -errno ? -errno : -ENOMEM;
+        struct clone_args args = {.flags = CLONE_NEWNS | CLONE_PIDFD,
+                                  .pidfd = (uint64_t)(uintptr_t)&z->pidfd,
+                                  .exit_signal = SIGCHLD};
+        pid_t pid = r == 0 ? (pid_t)syscall(SYS_clone3, &args, sizeof(args)) : -1;
+        if (pid == 0)
+                zygote_exec(j, sv[1], f0, f1, argv);
+        if (r == 0 && pid < 0)
+                r = -errno;
+        safe_close(f0);
+        safe_close(f1);
+        if (r == 0)
+                close(sv[1]);
+        if (r < 0) {
+                log_error(NULL, "zygote.start_failed", "error=%s", log_q(strerror(-r)));
+                return r;
+        }
+        z->pid = pid;
+        z->sock = sv[0];
+        z->w_sock = (struct watch){W_ZYGOTE, NULL};
+        z->w_exit = (struct watch){W_ZYGOTE_EXIT, NULL};
+        if ((r = jailer_watch(j, z->sock, &z->w_sock)) < 0 ||
+            (r = jailer_watch(j, z->pidfd, &z->w_exit)) < 0) {
+                zygote_kill(z);
+                return r;
+        }
+        log_info(NULL, "zygote.starting", "pid=%d", (int)pid);
+        return 0;
+}
+
+int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds)
+{
+        struct zygote *z = j->zygote;
+        if (!zygote_up(j))
+                return -EAGAIN;
+        const struct config *c = j->cfg;
+        struct zygote_spawn m = {
+                .magic = ZYGOTE_MAGIC,
+                .type = ZYGOTE_SPAWN,
+                .uid = run->uid,
+                .network = run->network,
+                .n_cgroup_procs = run->cg ? (uint32_t)(n_fds - 4) : 0,
+                .limits = {.data_bytes = run->cg ? 0 : c->memory_bytes,
+                           .nproc = c->processes,
+                           .cpu_seconds = c->cpu_seconds,
+                           .open_files = c->open_files,
+                           .file_bytes = c->file_bytes,
+                           .tmp_bytes = c->tmp_bytes,
+                           .tmp_inodes = c->tmp_inodes},
+        };
+        if (run->cg && cgroup_root_mode(j->cg) == CGROUP_V2) {
+                m.n_cgroup_procs = 0;
+                m.cgroup_dirfd = 1;
+        }
+        int r = channel_send(z->sock, &m, sizeof(m), fds, n_fds);
+        if (r < 0)
+                return r;
+        run->zygote_next = NULL;
+        if (z->tail)
+                z->tail->zygote_next = run;
+        else
+                z->head = run;
+        z->tail = run;
+        return 0;
+}
+
+static struct run *zygote_pop(struct zygote *z)
+{
+        struct run *run = z->head;
+        if (run) {
+                z->head = run->zygote_next;
+                if (!z->head)
+                        z->tail = NULL;
+                run->zygote_next = NULL;
+        }
+        return run;
+}
+
+
+static void on_spawned(struct jailer *j, const struct zygote_reply *m)
+{
+        struct run *run = zygote_pop(j->zygote);
+        if (!run) {
+                log_error(NULL, "zygote.protocol", "error=\"SPAWNED with nothing asked\"");
+                zygote_kill(j->zygote);
+                return;
+        }
+        if (m->pid <= 0) {
+                snprintf(run->failure, sizeof(run->failure), "zygote: clone: %s",
+                         strerror(m->error));
+                run_on_exit(j, run); /* no process to wait for */
+                return;
+        }
+        run->pid = m->pid;
+        /* Our child now (CLONE_PARENT): a zombie until we reap it, so the
+         * pid cannot be reused before pidfd_open. */
+        run->pidfd = (int)syscall(SYS_pidfd_open, run->pid, 0);
+        run->w_pidfd = (struct watch){W_PIDFD, run};
+        if (run->pidfd < 0 || jailer_watch(j, run->pidfd, &run->w_pidfd) < 0) {
+                kill(run->pid, SIGKILL);
+                snprintf(run->failure, sizeof(run->failure), "pidfd: %s", strerror(errno));
+                return;
+        }
+        if (run->killed || run->failure[0])
+                run_kill(run, REASON_NONE); /* asked for while we waited */
+}
+
+void zygote_on_message(struct jailer *j)
+{
+        struct zygote *z = j->zygote;
+        while (z->sock >= 0) { /* it may have died earlier in this batch */
+                struct zygote_reply m;
+                int fd;
+                size_t nf = 0;
+                int r = channel_recv(z->sock, &m, sizeof(m), &fd, 0, &nf);
+                if (r == -EAGAIN)
+                        return;
+                if (r == 0) { /* EOF: its exit is handled through the pidfd */
+                        jailer_unwatch(j, z->sock);
+                        return;
+                }
+                if (r < 0 || m.magic != ZYGOTE_MAGIC) {
+                        log_error(NULL, "zygote.protocol", "error=%s", log_q(strerror(-r)));
+                        zygote_kill(z);
+                        return;
+                }
+                if (m.type == ZYGOTE_READY && !z->ready) {
+                        z->ready = true;
+                        z->failures = 0;
+                        log_info(NULL, "zygote.ready", "pid=%d", (int)z->pid);
+                        warm_refill(j);
+                } else if (m.type == ZYGOTE_SPAWNED) {
+                        on_spawned(j, &m);
+                }
+        }
+}
+
+/* Requests waiting on a dead zygote start cold instead: none fails. */
+static void rescue_pending(struct jailer *j)
+{
+        struct run *run;
+        while ((run = zygote_pop(j->zygote))) {
+                int chan = TAKE_FD(run->chan);
+                char trace[PROTO_TRACE_LEN + 1], err[200] = "";
+                snprintf(trace, sizeof(trace), "%s", run->trace);
+                if (chan >= 0)
+                        jailer_unwatch(j, chan);
+                snprintf(run->failure, sizeof(run->failure), "the zygote died");
+                run_on_exit(j, run);
+                if (chan < 0)
+                        continue;
+                int r = run_create(j, run->slot, run->network, NULL, chan, trace, err,
+                                   sizeof(err));
+                if (r < 0) {
+                        run_refuse(chan, r == -EAGAIN ? RUN_STATUS_NO_IDENTITY
+                                                      : RUN_STATUS_INTERNAL, err);
+                        close(chan);
+                }
+        }
+}
+
+void zygote_on_exit(struct jailer *j)
+{
+        struct zygote *z = j->zygote;
+        int status = 0;
+        if (RETRY_EINTR(waitpid(z->pid, &status, WNOHANG)) <= 0)
+                return;
+        jailer_unwatch(j, z->pidfd);
+        z->pidfd = safe_close(z->pidfd);
+        z->sock = safe_close(z->sock);
+        bool was_ready = z->ready;
+        z->ready = false;
+        z->pid = 0;
+        rescue_pending(j);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == ZYGOTE_EXIT_MISMATCH) {
+                z->disabled = true;
+                j->langs[LANG_PYTHON3].zygote = false;
+                log_warn(NULL, "zygote.disabled",
+                         "reason=\"python_path is not the interpreter lockbox-pyzygote embeds\" "
+                         "effect=\"Python runs start cold\"");
+                return;
+        }
+        if (j->stopping)
+                return;
+        z->failures += was_ready ? 0 : 1;
+        now_plus(&z->retry_at, backoff_ms(z->failures + 1) * (was_ready ? 1 : 10));
+        log_error(NULL, "zygote.died", "status=%d restart_in_ms=%u", status,
+                  backoff_ms(z->failures + 1) * (was_ready ? 1 : 10));
+}
+
+void warm_on_tick(struct jailer *j)
+{
+        struct zygote *z = j->zygote;
+        if (z && !z->disabled && !z->pid && !j->stopping && due(&z->retry_at))
+                zygote_start(j);
+        warm_refill(j);
+}
+
+/* Only the supervisor stops the zygote (at shutdown). */
+void warm_stop(struct jailer *j)
+{
+        if (j->zygote)
+                zygote_kill(j->zygote);
+}
+
+bool warm_zygote_alive(const struct jailer *j)
+{
+        return j->zygote && j->zygote->pid > 0;
+}
+
+bool warm_zygote_owns(const struct jailer *j, pid_t pid)
+{
+        return j->zygote && j->zygote->pid == pid;
+}
+
+bool warm_spawns_pending(const struct jailer *j)
+{
+        return j->zygote && j->zygote->head;
+}
+
+/* lockbox-pyzygote sits next to lockboxd. */
+static int find_binary(char *buf, size_t size)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n < 0)
+                return -errno;
+        self[n] = '\0';
+        snprintf(buf, size, "%s/lockbox-pyzygote", dirname(self));
+        return access(buf, X_OK) < 0 ? -errno : 0;
+}
+
+int warm_init(struct jailer *j, char *err, size_t errlen)
+{
+        const struct config *c = j->cfg;
+        if (!config_warm(c))
+                return 0;
+        int r = pool_add(j, &j->langs[LANG_PYTHON3], c->python_pool);
+        if (r == 0)
+                r = pool_add(j, &j->langs[LANG_NODEJS], c->nodejs_pool);
+        if (r < 0) {
+                snprintf(err, errlen, "warm pools: %s", strerror(-r));
+                return r;
+        }
+        if (!(j->zygote = calloc(1, sizeof(*j->zygote))))
+                return -ENOMEM;
+        *j->zygote = (struct zygote){.pidfd = -1, .sock = -1};
+        if ((r = find_binary(j->zygote->binary, sizeof(j->zygote->binary))) < 0) {
+                log_warn(NULL, "zygote.unavailable", "binary=%s error=%s effect=%s",
+                         log_q(j->zygote->binary), log_q(strerror(-r)),
+                         log_q("Python runs come from a pool of cold-started processes"));
+                j->zygote->disabled = true;
+                return 0;
+        }
+        j->langs[LANG_PYTHON3].zygote = true;
+        zygote_start(j); /* a failed start is retried on the tick */
+        return 0;
+}
+
+void warm_free(struct jailer *j)
+{
+        for (size_t i = 0; i < ELEMENTSOF(j->langs); i++)
+                for (int net = 0; net <= 1; net++) {
+                        free(j->langs[i].pool[net]);
+                        j->langs[i].pool[net] = NULL;
+                }
+        if (j->zygote) {
+                safe_close(j->zygote->sock);
+                safe_close(j->zygote->pidfd);
+                free(j->zygote);
+                j->zygote = NULL;
+        }
+}

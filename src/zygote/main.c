@@ -1,0 +1,298 @@
+/* lockbox-pyzygote: the template of warm Python runs. Started by the
+ * jailer in a mount namespace of its own, it builds the jail's read-only
+ * root once, initialises CPython the way `python3 -I -B -u` would, imports
+ * warm.python_preload, and then only ever forks: for each SPAWN the child
+ * (a child of the jailer, CLONE_PARENT) takes its own namespaces, cgroup,
+ * /tmp, /proc, identity and syscall filter, and only then reads its code
+ * from fd 3. The zygote never runs a program, never sees a request, and
+ * holds nothing secret (it was exec'd: none of the jailer's memory). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <linux/seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "ipc/channel.h"
+#include "ipc/zygote_proto.h"
+#include "jail/jail.h"
+#include "jail/policy.h"
+#include "runtime/runtime.h"
+
+#define CTRL_FD 3
+#define MAX_ITEMS 256
+
+struct args {
+        const char *python;
+        const char *hostname;
+        const char *ro[MAX_ITEMS];
+        size_t n_ro;
+        const char *preload[MAX_ITEMS];
+        size_t n_preload;
+        const char *net_env[16];
+        size_t n_net_env;
+};
+
+static struct policy_prog filters[2];
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+        static const struct option opts[] = {
+                {"python", required_argument, NULL, 'p'}, {"hostname", required_argument, NULL, 'h'},
+                {"ro", required_argument, NULL, 'r'},     {"preload", required_argument, NULL, 'm'},
+                {"net-env", required_argument, NULL, 'e'}, {NULL, 0, NULL, 0}};
+        int c;
+        while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+                if (c == 'p')
+                        a->python = optarg;
+                else if (c == 'h')
+                        a->hostname = optarg;
+                else if (c == 'r' && a->n_ro < MAX_ITEMS)
+                        a->ro[a->n_ro++] = optarg;
+                else if (c == 'm' && a->n_preload < MAX_ITEMS)
+                        a->preload[a->n_preload++] = optarg;
+                else if (c == 'e' && a->n_net_env < ELEMENTSOF(a->net_env))
+                        a->net_env[a->n_net_env++] = optarg;
+                else
+                        return -EINVAL;
+        }
+        return a->python && a->hostname ? 0 : -EINVAL;
+}
+
+/* The jailer's compiled filters arrive as memfds on fds 4 and 5. */
+static int load_filter(int fd, struct policy_prog *p)
+{
+        off_t size = lseek(fd, 0, SEEK_END);
+        if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+            size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS)
+                return -EINVAL;
+        p->insns = malloc((size_t)size);
+        if (!p->insns || pread(fd, p->insns, (size_t)size, 0) != size)
+                return -EIO;
+        p->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+        close(fd);
+        return 0;
+}
+
+/* The embedded interpreter must be the configured one: the runs of a
+ * warm daemon and of a cold one must not differ. */
+static bool same_interpreter(const char *python)
+{
+        char a[PATH_MAX], b[PATH_MAX];
+        return realpath(python, a) && realpath(LOCKBOX_PYTHON_EXECUTABLE, b) &&
+               strcmp(a, b) == 0;
+}
+
+static int python_init(const char *python)
+{
+        /* As the cold command line does: the locale from LANG (C.UTF-8, set
+         * by the jailer), so the streams speak UTF-8. */
+        PyPreConfig pre;
+        PyPreConfig_InitIsolatedConfig(&pre);
+        pre.configure_locale = 1;
+        if (PyStatus_Exception(Py_PreInitialize(&pre)))
+                return -EINVAL;
+        PyConfig config;
+        PyConfig_InitIsolatedConfig(&config); /* as -I */
+        config.write_bytecode = 0;            /* -B */
+        config.buffered_stdio = 0;            /* -u */
+        config.parse_argv = 0;
+        PyStatus st = PyConfig_SetBytesString(&config, &config.program_name, python);
+        char *argv[] = {(char *)"-c"};
+        if (!PyStatus_Exception(st))
+                st = PyConfig_SetBytesArgv(&config, 1, argv);
+        if (!PyStatus_Exception(st))
+                st = Py_InitializeFromConfig(&config);
+        PyConfig_Clear(&config);
+        return PyStatus_Exception(st) ? -EINVAL : 0;
+}
+
+/* Run text in a private namespace (nothing lands in __main__). */
+static int run_private(const char *text)
+{
+        PyObject *g = PyDict_New();
+        if (!g)
+                return -ENOMEM;
+        PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins());
+        PyObject *r = PyRun_String(text, Py_file_input, g, g);
+        Py_DECREF(g);
+        if (!r) {
+                PyErr_Clear();
+                return -EINVAL;
+        }
+        Py_DECREF(r);
+        return 0;
+}
+
+static void preload(const struct args *a)
+{
+        for (size_t i = 0; i < a->n_preload; i++) {
+                PyObject *m = PyImport_ImportModule(a->preload[i]);
+                if (!m) {
+                        PyErr_Clear();
+                        log_warn(NULL, "zygote.preload_failed", "module=%s",
+                                 log_q(a->preload[i]));
+                        continue;
+                }
+                Py_DECREF(m);
+        }
+        /* jinja2 compiles its lexer on first use, as Dify's preload knows;
+         * then move everything to the permanent generation so the children's
+         * garbage collections leave the shared pages alone. */
+        run_private("import sys\n"
+                    "if 'jinja2' in sys.modules:\n"
+                    "    sys.modules['jinja2'].Template('{{s}}').render(s='a')\n"
+                    "import gc\n"
+                    "gc.collect()\n"
+                    "gc.freeze()\n");
+}
+
+static int reply(int pid, int error, enum zygote_msg_type type)
+{
+        struct zygote_reply m = {.magic = ZYGOTE_MAGIC, .type = type, .pid = pid, .error = error};
+        return channel_send(CTRL_FD, &m, sizeof(m), NULL, 0);
+}
+
+/* In the child, every lock on: the network run's environment, then the
+ * program. The bootstrap ends the process itself. */
+static _Noreturn void child_run(const struct args *a, bool network)
+{
+        PyOS_AfterFork_Child(); /* re-seeds random and friends */
+        PyObject *os = PyImport_ImportModule("os");
+        PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+        for (size_t i = 0; network && environ && i < a->n_net_env; i++) {
+                const char *eq = strchr(a->net_env[i], '=');
+                if (!eq)
+                        continue;
+                PyObject *k = PyUnicode_FromStringAndSize(a->net_env[i], eq - a->net_env[i]);
+                PyObject *v = PyUnicode_FromString(eq + 1);
+                if (k && v)
+                        PyObject_SetItem(environ, k, v);
+                Py_XDECREF(k);
+                Py_XDECREF(v);
+        }
+        Py_XDECREF(environ);
+        Py_XDECREF(os);
+        PyErr_Clear();
+        PyRun_SimpleString(runtime_python_boot);
+        _exit(1); /* the bootstrap always exits; this is not reached */
+}
+
+static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spawn *m,
+                                   const int *fds, size_t nf)
+{
+        struct jail_spec s = {
+                .mode = JAIL_WARM,
+                .uid = m->uid,
+                .gid = m->uid,
+                .network = m->network,
+                .hostname = a->hostname,
+                .limits = m->limits,
+                .sync_fd = fds[0],
+                .code_fd = fds[1],
+                .stdout_fd = fds[2],
+                .stderr_fd = fds[3],
+                .filter = &filters[m->network ? 1 : 0],
+                .cgroup_procs = {-1, -1},
+                .cgroup_dirfd = m->cgroup_dirfd && nf > 4 ? fds[4] : -1,
+        };
+        for (size_t i = 0; !m->cgroup_dirfd && i < m->n_cgroup_procs && i < 2; i++)
+                s.cgroup_procs[i] = fds[4 + i];
+        return s;
+}
+
+static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, size_t nf)
+{
+        char err[200] = "";
+        int r = -EINVAL, pid = 0;
+        if (nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) && m->n_cgroup_procs <= 2) {
+                struct jail_spec s = spawn_spec(a, m, fds, nf);
+                struct jail_started st;
+                PyOS_BeforeFork();
+                r = jail_start(&s, true, &st, err, sizeof(err));
+                if (r == 1)
+                        child_run(a, m->network);
+                PyOS_AfterFork_Parent();
+                if (r == 0) {
+                        pid = st.pid;
+                        close(st.pidfd);
+                }
+        }
+        for (size_t i = 0; i < nf; i++)
+                close(fds[i]);
+        reply(pid, r < 0 ? -r : 0, ZYGOTE_SPAWNED);
+}
+
+static int serve(const struct args *a)
+{
+        for (;;) {
+                struct zygote_spawn m;
+                int fds[8];
+                size_t nf = 0;
+                struct pollfd p = {.fd = CTRL_FD, .events = POLLIN};
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        return 1;
+                int r = channel_recv(CTRL_FD, &m, sizeof(m), fds, ELEMENTSOF(fds), &nf);
+                if (r == -EAGAIN || r == -EINTR)
+                        continue;
+                if (r <= 0)
+                        return r == 0 ? 0 : 1; /* the jailer went away */
+                if (m.magic != ZYGOTE_MAGIC || m.type != ZYGOTE_SPAWN) {
+                        for (size_t i = 0; i < nf; i++)
+                                close(fds[i]);
+                        return 1;
+                }
+                spawn(a, &m, fds, nf);
+        }
+}
+
+static int setup(const struct args *a)
+{
+        struct policy_prog own;
+        int r;
+        if ((r = load_filter(4, &filters[0])) < 0 || (r = load_filter(5, &filters[1])) < 0)
+                return r;
+        if ((r = jail_root_build(a->ro, a->n_ro, a->hostname)) < 0 || (r = jail_root_enter()) < 0 ||
+            chdir("/") < 0)
+                return r < 0 ? r : -errno;
+        if ((r = python_init(a->python)) < 0)
+                return r;
+        preload(a);
+        if ((r = policy_build_zygote(&own)) < 0)
+                return r;
+        struct sock_fprog prog = {.len = own.len, .filter = own.insns};
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+                return -errno;
+        policy_prog_free(&own);
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        struct args a = {0};
+        log_setup("zygote", false, -1);
+        if (parse_args(argc, argv, &a) < 0) {
+                log_error(NULL, "zygote.usage", "%s", "msg=\"started by lockboxd only\"");
+                return 2;
+        }
+        if (!same_interpreter(a.python))
+                return ZYGOTE_EXIT_MISMATCH;
+        int r = setup(&a);
+        if (r < 0) {
+                log_error(NULL, "zygote.setup_failed", "error=%s", log_q(strerror(-r)));
+                return 1;
+        }
+        if (reply(getpid(), 0, ZYGOTE_READY) < 0)
+                return 1;
+        return serve(&a);
+}
