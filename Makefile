@@ -53,7 +53,7 @@ CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 ZYG_SRCS  := $(sort $(wildcard src/zygote/*.c))
 ZYG_OBJS  := $(ZYG_SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps run test unit integration clean format
+.PHONY: all deps run test unit integration integration-cold clean format
 
 all: $(BUILD)/lockboxd $(BUILD)/lockbox $(BUILD)/lockbox-pyzygote
 
@@ -90,11 +90,17 @@ run: all
 unit: $(BUILD)/unit_tests
 	$(BUILD)/unit_tests
 
+# The suite runs against warm daemons (the default), then again cold.
 integration: all
 	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
-test: unit integration
+integration-cold: all
+	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
+	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+
+test: unit integration integration-cold
 
 format:
 	clang-format -i $(shell find src tests -name '*.[ch]')

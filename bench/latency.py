@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Latency and throughput of lockboxd over HTTP on loopback.
+"""Latency and throughput of lockboxd over HTTP on loopback, cold against
+warm execution in the same run.
 
-Starts build/lockboxd on a temporary config (as root), then measures p50/p99
-of several programs run one after another over a keep-alive connection, and
-runs per second with N concurrent clients. Prints a table and one
-machine-readable line starting with "BENCH ". Run by hand, never in CI:
+For each mode it starts build/lockboxd on a temporary config (as root),
+measures p50/p99 of several programs run one after another over a
+keep-alive connection, and runs per second of a trivial program with N
+concurrent clients. Requests carry enable_network: true, as Dify's do.
+Prints a table and one machine-readable line starting with "BENCH ". Run
+by hand, never in CI:
 
-    /usr/bin/python3 bench/latency.py [--runs 50] [--clients 4,16]
+    /usr/bin/python3 bench/latency.py [--runs 100] [--clients 4,16] [--modes cold,warm]
 """
 import argparse
 import concurrent.futures
@@ -26,15 +29,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEY = "bench-key"
 
 PROGRAMS = {
-    "trivial": "print(1+1)",
-    "dify_runner": (
+    "trivial": ("python3", "print(1+1)"),
+    "dify_runner": ("python3", (
         "def main(a: int, b: int) -> dict:\n    return {'sum': a + b}\n"
         "import json\nfrom base64 import b64decode\n"
         "inputs = json.loads(b64decode('eyJhIjogMSwgImIiOiAyfQ==').decode('utf-8'))\n"
         "output = json.dumps(main(**inputs), indent=4)\n"
         "print(f'<<RESULT>>{output}<<RESULT>>')\n"
-    ),
-    "import_requests": "import requests\nprint(requests.__version__)",
+    )),
+    "import_requests": ("python3", "import requests\nprint(requests.__version__)"),
+    "node_trivial": ("nodejs", "console.log(1+1)"),
 }
 
 
@@ -44,10 +48,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_daemon(port, extra):
+def start_daemon(port, mode, extra):
     cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
     cfg.write(f"app:\n  port: {port}\n  key: {KEY}\nserver:\n  listen: 127.0.0.1\n"
-              f"max_requests: 1000\n{extra}")
+              f"max_requests: 1000\nwarm:\n  mode: {mode}\n{extra}")
     cfg.close()
     log = open(os.path.join(tempfile.gettempdir(), f"lockboxd-bench-{port}.log"), "w")
     proc = subprocess.Popen([os.path.join(ROOT, "build/lockboxd"), "--config", cfg.name],
@@ -56,6 +60,7 @@ def start_daemon(port, extra):
     for _ in range(100):
         try:
             if requests.get(url + "/health", timeout=1).ok:
+                time.sleep(2)  # let warm pools fill
                 return proc, url, cfg.name
         except requests.ConnectionError:
             time.sleep(0.05)
@@ -63,10 +68,11 @@ def start_daemon(port, extra):
     sys.exit("lockboxd did not start; see " + log.name)
 
 
-def run_once(session, url, code):
+def run_once(session, url, program):
+    language, code = program
     t = time.perf_counter()
     r = session.post(url + "/v1/sandbox/run", headers={"X-Api-Key": KEY},
-                     json={"language": "python3", "code": code})
+                     json={"language": language, "code": code, "enable_network": True})
     ms = (time.perf_counter() - t) * 1000
     body = r.json()
     if r.status_code != 200 or body["code"] != 0 or body["data"]["exit_code"] != 0:
@@ -79,10 +85,10 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def latency(url, code, runs):
+def latency(url, program, runs):
     s = requests.Session()
-    run_once(s, url, code)  # warm the page cache
-    xs = [run_once(s, url, code) for _ in range(runs)]
+    run_once(s, url, program)  # warm the page cache
+    xs = [run_once(s, url, program) for _ in range(runs)]
     return statistics.median(xs), pct(xs, 99)
 
 
@@ -99,32 +105,44 @@ def throughput(url, clients, seconds=5.0):
     return total / seconds
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--clients", default="4,16")
-    ap.add_argument("--extra-config", default="", help="YAML appended to the config")
-    args = ap.parse_args()
-    proc, url, cfg = start_daemon(free_port(), args.extra_config)
+def measure(mode, args):
+    proc, url, cfg = start_daemon(free_port(), mode, args.extra_config)
     results = {}
     try:
-        for name, code in PROGRAMS.items():
-            results[name] = latency(url, code, args.runs)
+        for name, program in PROGRAMS.items():
+            results[name] = latency(url, program, args.runs)
         for c in (int(x) for x in args.clients.split(",")):
             results[f"rps_{c}"] = throughput(url, c)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
         os.unlink(cfg)
-    print(f"{'measure':<22}{'p50 ms':>10}{'p99 ms':>10}")
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--clients", default="4,16")
+    ap.add_argument("--modes", default="cold,warm")
+    ap.add_argument("--extra-config", default="", help="YAML appended to the config")
+    args = ap.parse_args()
+    modes = args.modes.split(",")
+    res = {m: measure(m, args) for m in modes}
+    head = "".join(f"{m + ' p50':>12}{m + ' p99':>12}" for m in modes)
+    print(f"{'ms':<22}{head}{'p50 ratio':>12}" if len(modes) == 2 else f"{'ms':<22}{head}")
     for name in PROGRAMS:
-        p50, p99 = results[name]
-        print(f"{name:<22}{p50:>10.1f}{p99:>10.1f}")
-    for k, v in results.items():
+        row = "".join(f"{res[m][name][0]:>12.1f}{res[m][name][1]:>12.1f}" for m in modes)
+        ratio = (f"{res[modes[0]][name][0] / res[modes[1]][name][0]:>11.1f}x"
+                 if len(modes) == 2 else "")
+        print(f"{name:<22}{row}{ratio}")
+    for k in res[modes[0]]:
         if k.startswith("rps_"):
-            print(f"{'runs/s, ' + k[4:] + ' clients':<22}{v:>10.1f}")
-    print("BENCH " + json.dumps({k: (list(v) if isinstance(v, tuple) else v)
-                                 for k, v in results.items()}))
+            row = "".join(f"{res[m][k]:>24.1f}" for m in modes)
+            ratio = (f"{res[modes[1]][k] / res[modes[0]][k]:>11.1f}x" if len(modes) == 2 else "")
+            print(f"{'runs/s, ' + k[4:] + ' clients':<22}{row}{ratio}")
+    print("BENCH " + json.dumps({m: {k: (list(v) if isinstance(v, tuple) else v)
+                                     for k, v in r.items()} for m, r in res.items()}))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ static void doc_default(const struct schema_row *row, char *buf, size_t len)
         if (row->flags & SCHEMA_DEPRECATED)
                 snprintf(buf, len, "(ignored)");
         else if (row->type->is_list)
-                snprintf(buf, len, "`[]`");
+                snprintf(buf, len, "`[%s]`", row->def ? row->def : "");
         else if (!row->def || !*row->def)
                 snprintf(buf, len, "`\"\"`");
         else
@@ -42,7 +42,7 @@ static void doc_default(const struct schema_row *row, char *buf, size_t len)
 
 static void doc_row(const struct schema_row *row, FILE *out)
 {
-        char env[80], bounds[80], def[96];
+        char env[80], bounds[80], def[160];
         if (schema_env_name(row, env, sizeof(env)) < 0)
                 env[0] = '\0';
         row->type->describe(row, bounds, sizeof(bounds));

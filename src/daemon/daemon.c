@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/fd.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -91,22 +92,6 @@ static int absolute_path(const char *path, char **ret)
         return *ret ? 0 : -ENOMEM;
 }
 
-static void close_all_except(const int *keep, size_t n)
-{
-        int lo = 3;
-        for (;;) {
-                int next = INT_MAX;
-                for (size_t i = 0; i < n; i++)
-                        if (keep[i] >= lo && keep[i] < next)
-                                next = keep[i];
-                if (next > lo)
-                        syscall(SYS_close_range, lo, next == INT_MAX ? ~0U : (unsigned)next - 1, 0);
-                if (next == INT_MAX)
-                        return;
-                lo = next + 1;
-        }
-}
-
 /* The HTTP process: no capabilities, not dumpable (so other processes of
  * the same account cannot read the API key from it), dies with the jailer. */
 static _Noreturn void http_child(const struct config *cfg, const struct http_server_opts *o,
@@ -171,7 +156,7 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
         pid_t pid = fork();
         if (pid == 0) {
                 int keep[] = {lfd, sv[1], log_get_file_fd()};
-                close_all_except(keep, ELEMENTSOF(keep));
+                fd_close_all_except(3, keep, ELEMENTSOF(keep));
                 struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .ctrl_fd = sv[1],
                                              .requirements_path = reqs};
                 http_child(cfg, &o, uid, gid, jailer_pid);

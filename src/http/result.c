@@ -190,7 +190,8 @@ static int run_data_fill(json_t *data, const struct run_outcome *o)
             object_set_int(data, "wall_ms", clamp_u64(r->wall_us / 1000)) < 0 ||
             object_set_int(data, "cpu_ms", clamp_u64(r->cpu_us / 1000)) < 0 ||
             object_set_int(data, "memory_peak_bytes", clamp_u64(r->memory_peak)) < 0 ||
-            json_object_set_new(data, "truncated", json_boolean(o->truncated)) < 0)
+            json_object_set_new(data, "truncated", json_boolean(o->truncated)) < 0 ||
+            json_object_set_new(data, "warm", json_boolean(o->warm)) < 0)
                 return -ENOMEM;
         return 0;
 }

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/fd.h"
 #include "base/util.h"
 #include "jail/jail.h"
 
@@ -69,6 +70,18 @@ static int step_signals(struct child *c)
         for (int sig = 1; sig < NSIG; sig++)
                 signal(sig, SIG_DFL);
         return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
+}
+
+static int step_close_inherited(struct child *c)
+{
+        /* A clone holds a copy of every fd of its parent, other runs' pipe
+         * ends among them; a copy of a code pipe's write end would keep that
+         * run's program from seeing the end of its code. Drop them first. */
+        const struct jail_spec *s = c->s;
+        int keep[] = {s->code_fd,         s->stdout_fd,       s->stderr_fd, sync_fd,
+                      s->cgroup_procs[0], s->cgroup_procs[1], s->cgroup_dirfd};
+        fd_close_all_except(3, keep, ELEMENTSOF(keep));
+        return 0;
 }
 
 static int step_cgroup_attach(struct child *c)
@@ -165,6 +178,7 @@ static const struct step {
         int (*run)(struct child *c);
 } steps[] = {
         {"signals", step_signals},
+        {"close-inherited", step_close_inherited},
         {"cgroup-attach", step_cgroup_attach},
         {"cgroup-namespace", step_cgroup_ns},
         {"mounts", step_mounts},

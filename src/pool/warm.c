@@ -9,6 +9,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -101,21 +102,48 @@ static int pool_add(struct jailer *j, struct lang_slot *slot, int target)
         return 0;
 }
 
+/* Gone, or going: a SIGKILL pending (sent from outside, say) or exiting. */
+static bool exited(const struct run *run)
+{
+        struct pollfd pfd = {.fd = run->pidfd, .events = POLLIN};
+        if (run->pidfd < 0 || poll(&pfd, 1, 0) != 0)
+                return true;
+        char path[64], buf[2048];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)run->pid);
+        FILE *f = fopen(path, "re");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+                fclose(f);
+        buf[n] = '\0';
+        const char *shd = strstr(buf, "\nShdPnd:");
+        const char *state = strstr(buf, "\nState:");
+        bool kill_pending = shd && (strtoull(shd + 8, NULL, 16) & (1ULL << (SIGKILL - 1)));
+        bool zombie = state && (strstr(state, "(zombie)") || strstr(state, "(dead)"));
+        return !f || kill_pending || zombie;
+}
+
 struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network)
 {
         struct pool *p = slot->pool[network];
         if (!p)
                 return NULL;
         p->active = true;
-        if (!p->head)
-                return NULL;
-        struct run *run = p->head;
-        p->head = run->pool_next;
-        if (!p->head)
-                p->tail = NULL;
-        run->pool_next = NULL;
-        p->armed--;
-        return run;
+        /* Skip armed runs that died since (killed from outside): their
+         * pidfd event, still queued, cleans them up. */
+        for (struct run *run = p->head, *prev = NULL; run; prev = run, run = run->pool_next) {
+                if (exited(run))
+                        continue;
+                if (prev)
+                        prev->pool_next = run->pool_next;
+                else
+                        p->head = run->pool_next;
+                if (p->tail == run)
+                        p->tail = prev;
+                run->pool_next = NULL;
+                p->armed--;
+                return run;
+        }
+        return NULL;
 }
 
 void warm_on_armed(struct jailer *j, struct run *run)

@@ -4,7 +4,10 @@
  * globals. The code is compiled inside the module wrapper, so a script that
  * redeclares a global (function parseInt() {...}) changes only its own
  * scope; and it runs after every lock is on anyway. --no-addons refuses
- * native addons, so process.dlopen cannot load code of the program's. */
+ * native addons, so process.dlopen cannot load code of the program's.
+ * stdout and stderr are made blocking: Node.js otherwise buffers writes to
+ * a full pipe in memory, so a program printing in a tight loop would grow
+ * without bound and never reach the output cap. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,8 @@ static const char node_boot[] =
         "  fs.closeSync(3);\n"
         "  const n = Number(data.readBigUInt64LE(0));\n"
         "  const parts = [['<preload>', data.subarray(8, 8 + n)], ['<code>', data.subarray(8 + n)]];\n"
+        "  for (const s of [process.stdout, process.stderr])\n"
+        "    if (s._handle && typeof s._handle.setBlocking === 'function') s._handle.setBlocking(true);\n"
         "  for (const [name, src] of parts) {\n"
         "    if (src.length === 0) continue;\n"
         "    const m = new Module(name, null);\n"

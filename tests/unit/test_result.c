@@ -220,7 +220,7 @@ TEST(result_run_json_success_exact)
         EXPECT_STR_EQ(
             j, "{\"code\":0,\"message\":\"success\",\"data\":{\"stdout\":\"hi\\n\",\"stderr\":\"\","
                "\"error\":\"\",\"exit_code\":0,\"status\":\"ok\",\"wall_ms\":12,\"cpu_ms\":0,"
-               "\"memory_peak_bytes\":1048576,\"truncated\":false}}");
+               "\"memory_peak_bytes\":1048576,\"truncated\":false,\"warm\":false}}");
         free(j);
         run_outcome_free(&o);
 }
@@ -246,7 +246,7 @@ TEST(result_run_json_timeout_exact)
             "{\"code\":0,\"message\":\"success\",\"data\":{\"stdout\":\"tick\\n\",\"stderr\":"
             "\"Killed\\n\",\"error\":\"process exited with code -1\\nerror: timeout\\nKilled\\n\","
             "\"exit_code\":-1,\"status\":\"timeout\",\"wall_ms\":5000,\"cpu_ms\":4990,"
-            "\"memory_peak_bytes\":7,\"truncated\":false}}");
+            "\"memory_peak_bytes\":7,\"truncated\":false,\"warm\":false}}");
         free(j);
         run_outcome_free(&o);
 }
@@ -297,7 +297,7 @@ TEST(result_run_json_limits_and_flags)
         EXPECT_STR_CONTAINS(j, "\"status\":\"output_limit\"");
         EXPECT_STR_CONTAINS(j, "\"wall_ms\":18446744073709551,");
         EXPECT_STR_CONTAINS(j, "\"memory_peak_bytes\":9223372036854775807,");
-        EXPECT_STR_CONTAINS(j, "\"truncated\":true}}");
+        EXPECT_STR_CONTAINS(j, "\"truncated\":true,\"warm\":false}}");
         free(j);
         run_outcome_free(&o);
 }
