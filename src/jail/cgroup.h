@@ -32,6 +32,8 @@ enum cgroup_mode cgroup_root_mode(const struct cgroup_root *root);
 /* Path of the parent group of runs (memory hierarchy on v1), for tests. */
 const char *cgroup_root_path(const struct cgroup_root *root);
 
+/* The group of one UID slot (name), made on first use with its limits,
+ * else reused with its peak and OOM counters started afresh. */
 int cgroup_run_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
                       struct cgroup_run **ret);
 /* v2: directory fd for clone3(CLONE_INTO_CGROUP); -1 on v1/none. */
@@ -40,7 +42,8 @@ int cgroup_run_dirfd(const struct cgroup_run *run);
  * the child to move itself in; -1 where there is none. Caller closes. */
 int cgroup_run_procs_fds(const struct cgroup_run *run, int ret[2]);
 int cgroup_run_stats(const struct cgroup_run *run, struct cgroup_stats *ret);
-/* Kill anything still inside and remove the groups. -EBUSY if a group
- * could not be removed yet (the caller retries later). */
+/* After the run: make sure nothing is left inside (killing stragglers);
+ * the groups stay for the slot's next run. -EBUSY if a group could not be
+ * emptied, and then the UID must not be reused. */
 int cgroup_run_destroy(struct cgroup_run *run);
 struct cgroup_run *cgroup_run_free(struct cgroup_run *run);

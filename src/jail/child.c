@@ -20,8 +20,10 @@
 #include "jail/jail.h"
 
 /* Where the sync socket ends up once the fds are arranged (it closes on
- * exec, or after READY). Before that it stays wherever clone left it. */
+ * exec, or after READY; before that it stays wherever clone left it), and
+ * where the exit-report pipe goes for runtimes that use one. */
 #define SYNC_FD 4
+#define REPORT_FD 5
 
 struct child {
         const struct jail_spec *s;
@@ -78,8 +80,9 @@ static int step_close_inherited(struct child *c)
          * ends among them; a copy of a code pipe's write end would keep that
          * run's program from seeing the end of its code. Drop them first. */
         const struct jail_spec *s = c->s;
-        int keep[] = {s->code_fd,         s->stdout_fd,       s->stderr_fd, sync_fd,
-                      s->cgroup_procs[0], s->cgroup_procs[1], s->cgroup_dirfd};
+        int keep[] = {s->code_fd,         s->stdout_fd,        s->stderr_fd,
+                      sync_fd,            s->report_fd,        s->cgroup_procs[0],
+                      s->cgroup_procs[1], s->cgroup_dirfd};
         fd_close_all_except(3, keep, ELEMENTSOF(keep));
         return 0;
 }
@@ -114,10 +117,14 @@ static int step_hostname(struct child *c)
         return sethostname(c->s->hostname, strlen(c->s->hostname)) < 0 ? -errno : 0;
 }
 
-/* A copy of fd numbered above SYNC_FD, so the dup2s below cannot hit it. */
+/* A copy of fd numbered above the ones we place, so no dup2 can hit it. */
 static int fresh(int fd, int *ret)
 {
-        int n = fcntl(fd, F_DUPFD_CLOEXEC, SYNC_FD + 1);
+        if (fd < 0) {
+                *ret = -1;
+                return 0;
+        }
+        int n = fcntl(fd, F_DUPFD_CLOEXEC, REPORT_FD + 1);
         if (n < 0)
                 return -errno;
         *ret = n;
@@ -127,9 +134,10 @@ static int fresh(int fd, int *ret)
 static int step_fds(struct child *c)
 {
         const struct jail_spec *s = c->s;
-        int code = -1, out = -1, err = -1, sync = -1, r;
+        int code = -1, out = -1, err = -1, sync = -1, report = -1, r;
         if ((r = fresh(s->code_fd, &code)) < 0 || (r = fresh(s->stdout_fd, &out)) < 0 ||
-            (r = fresh(s->stderr_fd, &err)) < 0 || (r = fresh(sync_fd, &sync)) < 0)
+            (r = fresh(s->stderr_fd, &err)) < 0 || (r = fresh(sync_fd, &sync)) < 0 ||
+            (r = fresh(s->report_fd, &report)) < 0)
                 return r;
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null < 0)
@@ -138,8 +146,11 @@ static int step_fds(struct child *c)
             dup3(sync, SYNC_FD, O_CLOEXEC) < 0)
                 return -errno;
         sync_fd = SYNC_FD;
-        /* Everything else goes: only 0-3 and the sync socket stay. */
-        if (syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) < 0)
+        if (report >= 0 && dup2(report, REPORT_FD) < 0)
+                return -errno;
+        /* Everything else goes: only 0-3, the sync socket and the report
+         * pipe stay. */
+        if (syscall(SYS_close_range, report >= 0 ? REPORT_FD + 1 : SYNC_FD + 1, ~0U, 0) < 0)
                 return -errno;
         return 0;
 }

@@ -45,6 +45,7 @@ struct jail_spec {
         int stdout_fd; /* becomes fd 1 */
         int stderr_fd; /* becomes fd 2 */
         int sync_fd;   /* the child's end of the sync socket */
+        int report_fd; /* becomes fd 5 (exit report), or -1 */
         const struct policy_prog *filter;
         int cgroup_procs[2]; /* v1: cgroup.procs files the child moves itself into, or -1 */
         int cgroup_dirfd;    /* v2: the run's group, entered by clone3; or -1 */

@@ -31,6 +31,7 @@ enum watch_kind {
         W_ZYGOTE,
         W_ZYGOTE_EXIT,
         W_TICK,
+        W_REPORT,
 };
 
 struct watch {
@@ -57,7 +58,7 @@ struct run {
         struct run *next;      /* all runs */
         struct run *pool_next;   /* armed runs of its pool, oldest first */
         struct run *zygote_next; /* runs waiting for the zygote's SPAWNED */
-        struct watch w_chan, w_pidfd, w_timer, w_listener, w_sync;
+        struct watch w_chan, w_pidfd, w_timer, w_listener, w_sync, w_report;
         struct lang_slot *slot;
         struct pool *pool; /* the pool it refills when armed, or NULL */
         enum run_state state;
@@ -65,6 +66,8 @@ struct run {
         int chan, timerfd, sync, listener, pidfd;
         pid_t pid;
         int code_w, out_r, err_r; /* our pipe ends, until STARTED hands them over */
+        int report_r;             /* the program's exit report, or -1 */
+        int reported;             /* its reported exit code, -1 before */
         uid_t uid;
         struct cgroup_run *cg;
         char trace[PROTO_TRACE_LEN + 1];
@@ -109,6 +112,7 @@ void run_on_sync(struct jailer *j, struct run *run);
 void run_on_listener(struct jailer *j, struct run *run, uint32_t events);
 void run_on_chan(struct jailer *j, struct run *run);
 void run_on_timer(struct jailer *j, struct run *run);
+void run_on_report(struct jailer *j, struct run *run);
 void run_on_exit(struct jailer *j, struct run *run);
 /* Send one RESULT that only carries a status (refusals). */
 void run_refuse(int chan, enum run_status status, const char *message);

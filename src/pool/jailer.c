@@ -363,6 +363,9 @@ static void dispatch_run(struct jailer *j, struct run *run, const struct epoll_e
         case W_PIDFD:
                 run_on_exit(j, run);
                 break;
+        case W_REPORT:
+                run_on_report(j, run);
+                break;
         default:
                 break;
         }

@@ -93,7 +93,7 @@ static int make_channels(struct run *run, int child[4])
 }
 
 static struct jail_spec make_spec(struct jailer *j, struct run *run, const int *child,
-                                  const int *cg_procs, int cg_dirfd)
+                                  int report, const int *cg_procs, int cg_dirfd)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = run->slot->rt;
@@ -120,6 +120,7 @@ static struct jail_spec make_spec(struct jailer *j, struct run *run, const int *
                 .code_fd = child[1],
                 .stdout_fd = child[2],
                 .stderr_fd = child[3],
+                .report_fd = report,
                 .filter = &run->slot->filter[run->network],
                 .cgroup_procs = {cg_procs[0], cg_procs[1]},
                 .cgroup_dirfd = cg_dirfd,
@@ -133,7 +134,7 @@ static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *er
         char name[32];
         struct cgroup_limits l = {.memory_bytes = j->cfg->memory_bytes,
                                   .pids = j->cfg->processes};
-        snprintf(name, sizeof(name), "run-%u", (unsigned)run->uid);
+        snprintf(name, sizeof(name), "uid-%u", (unsigned)run->uid);
         int r = cgroup_run_create(j->cg, name, &l, &run->cg);
         if (r == 0)
                 r = cgroup_run_procs_fds(run->cg, procs);
@@ -144,11 +145,13 @@ static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *er
 
 struct child_ends {
         int fds[4]; /* sync, code read end, stdout write end, stderr write end */
+        int report; /* exit report write end, or -1 */
         int procs[2];
 };
 
 static void child_ends_close(struct child_ends *c)
 {
+        c->report = safe_close(c->report);
         for (size_t i = 0; i < 4; i++)
                 c->fds[i] = safe_close(c->fds[i]);
         for (size_t i = 0; i < 2; i++)
@@ -176,7 +179,7 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
                         snprintf(err, errlen, "zygote: %s", strerror(-r));
                 return r;
         }
-        struct jail_spec spec = make_spec(j, run, c->fds, c->procs, dirfd);
+        struct jail_spec spec = make_spec(j, run, c->fds, c->report, c->procs, dirfd);
         struct jail_started st;
         int r = jail_start(&spec, false, &st, err, errlen);
         if (r < 0)
@@ -227,7 +230,7 @@ static void release_identity(struct jailer *j, struct run *run)
 static void release_fds(struct run *run)
 {
         int *fds[] = {&run->chan,   &run->timerfd, &run->sync,  &run->listener, &run->pidfd,
-                      &run->code_w, &run->out_r,   &run->err_r};
+                      &run->code_w, &run->out_r,   &run->err_r, &run->report_r};
         for (size_t i = 0; i < ELEMENTSOF(fds); i++)
                 *fds[i] = safe_close(*fds[i]);
 }
@@ -257,6 +260,15 @@ static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char
                 snprintf(err, errlen, "pipes: %s", strerror(-r));
                 return -EIO;
         }
+        int rp[2];
+        if (run->slot->rt->exit_report) {
+                if (pipe2(rp, O_CLOEXEC | O_NONBLOCK) < 0) {
+                        snprintf(err, errlen, "pipes: %s", strerror(errno));
+                        return -EIO;
+                }
+                run->report_r = rp[0];
+                c->report = rp[1];
+        }
         return 0;
 }
 
@@ -268,9 +280,10 @@ int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct po
                 return -ENOMEM;
         *run = (struct run){.slot = slot, .pool = pool, .network = network, .warm = pool != NULL,
                             .chan = -1, .timerfd = -1, .sync = -1, .listener = -1, .pidfd = -1,
-                            .code_w = -1, .out_r = -1, .err_r = -1};
+                            .code_w = -1, .out_r = -1, .err_r = -1, .report_r = -1,
+                            .reported = -1};
         snprintf(run->trace, sizeof(run->trace), "%s", trace ? trace : "");
-        struct child_ends c = {{-1, -1, -1, -1}, {-1, -1}};
+        struct child_ends c = {{-1, -1, -1, -1}, -1, {-1, -1}};
         int r = prepare(j, run, &c, err, errlen);
         run->chan = chan;
         if (r == 0 && (r = watch_run(j, run)) < 0) {
@@ -305,7 +318,9 @@ static void start_program(struct jailer *j, struct run *run)
         run->err_r = safe_close(run->err_r);
         run->state = RUN_ACTIVE;
         clock_gettime(CLOCK_MONOTONIC, &run->start);
-        if (r < 0 || arm_timer(run, j->cfg->worker_timeout) < 0)
+        run->w_report = (struct watch){W_REPORT, run};
+        if (r < 0 || arm_timer(run, j->cfg->worker_timeout) < 0 ||
+            (run->report_r >= 0 && jailer_watch(j, run->report_r, &run->w_report) < 0))
                 run_kill(run, REASON_NONE); /* nobody to run it for */
         log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d warm=%d",
                   run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->pid,
@@ -436,6 +451,31 @@ void run_on_timer(struct jailer *j, struct run *run)
         }
 }
 
+/* The program reported its exit code: it is over, end it now rather than
+ * wait for its runtime's tear-down. Whatever it wrote is its exit status,
+ * as much its own choice as calling exit would be. */
+void run_on_report(struct jailer *j, struct run *run)
+{
+        char buf[16];
+        ssize_t n = read(run->report_r, buf, sizeof(buf) - 1);
+        if (n < 0 && errno == EAGAIN)
+                return;
+        jailer_unwatch(j, run->report_r);
+        run->report_r = safe_close(run->report_r);
+        if (n <= 0 || run->reported >= 0)
+                return;
+        buf[n] = '\0';
+        char *end;
+        long code = strtol(buf, &end, 10);
+        if (end == buf || *end != '\0')
+                return;
+        run->reported = (int)(code & 0xff);
+        if (run->reason == REASON_NONE) {
+                run->killed = true;
+                syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
+        }
+}
+
 /* ---- the end ---------------------------------------------------------------- */
 
 static void classify(struct run *run, int status, const struct rusage *ru,
@@ -445,6 +485,10 @@ static void classify(struct run *run, int status, const struct rusage *ru,
                           (uint64_t)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec);
         int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
         enum run_reason why = run->reason;
+        if (why == REASON_NONE && run->reported >= 0 && sig == SIGKILL) {
+                status = run->reported << 8; /* as if it had exited so itself */
+                sig = 0;
+        }
         if (why == REASON_NONE && st->oom_kills > 0)
                 why = REASON_MEMORY;
         else if (why == REASON_NONE &&

@@ -19,6 +19,7 @@ struct runtime {
         size_t n_ro_paths;
         const char *const *lang_allow; /* syscalls this runtime adds, NULL-ended */
         bool spawn_kills; /* a new process stops the run instead of failing */
+        bool exit_report; /* writes its exit code to fd 5, then may be killed */
 };
 
 /* The Python bootstrap, shared by the cold command line and the zygote. */

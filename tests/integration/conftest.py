@@ -305,15 +305,29 @@ class Daemon:
         assert len(armed) <= self.armed_max, f"more armed processes than the pools hold: {armed}"
         left = [p for p in left if p not in armed]
         assert not left, f"processes left in the sandbox UID range: {left}"
+        # armed processes, and ones starting (still root) to refill the pools
+        starting = {str(k) for k in children_of(self.pid)}
         for c, d in self.cgroup_dirs.items():
-            subs = [e for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
-            assert len(subs) <= self.armed_max, f"run cgroups left under {d}: {subs}"
+            in_slots = set()
+            for slot in os.listdir(d):
+                path = os.path.join(d, slot)
+                if not os.path.isdir(path):
+                    continue
+                assert slot.startswith("uid-"), f"unexpected cgroup {path}"
+                uid = int(slot[4:])
+                assert self.uid_min <= uid <= self.uid_max, f"cgroup of a foreign uid: {path}"
+                procs = set(open(os.path.join(path, "cgroup.procs")).read().split())
+                assert procs <= starting, f"processes left in {path}: {procs - starting}"
+                in_slots |= procs
+            assert len(in_slots) <= self.armed_max, f"more processes in {d} than pools hold"
 
     def assert_uid_gone(self, uid):
-        """The UID a finished run reported has no process and no cgroup."""
+        """The UID a finished run reported has no process, and its slot's
+        cgroups (kept for the UID's next run) are empty."""
         assert not processes_in_uid_range(uid, uid), f"uid {uid} still has processes"
         for c, d in self.cgroup_dirs.items():
-            assert not os.path.exists(os.path.join(d, f"run-{uid}")), f"run-{uid} left in {c}"
+            procs = os.path.join(d, f"uid-{uid}", "cgroup.procs")
+            assert not os.path.exists(procs) or not open(procs).read().strip(), procs
 
     # ------------------------------------------------------------------- stop
     def kill_hard(self):
