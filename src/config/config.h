@@ -63,6 +63,10 @@ struct config {
 
         /* dependencies */
         char *python_requirements; /* dependencies.python_requirements */
+        char *layer_dir;           /* dependencies.layer_dir: where layers are built */
+        char *wheel_dir;           /* dependencies.wheel_dir: offline wheels, "" = use an index */
+        bool source_builds;        /* dependencies.allow_source_builds */
+        int64_t install_timeout;   /* dependencies.install_timeout, seconds */
 };
 
 /* Reads an environment variable; tests pass their own. */

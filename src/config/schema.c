@@ -42,6 +42,11 @@ static int check_absolute(const char *v, struct schema_error *e)
 
 /* Absolute, no "", "." or ".." component (so no "//" or trailing "/"),
  * and not "/" itself: the jail binds these read-only over its root. */
+static int check_optional_absolute(const char *v, struct schema_error *e)
+{
+        return *v ? check_absolute(v, e) : 0;
+}
+
 static int check_ro_path(const char *v, struct schema_error *e)
 {
         char q[96];
@@ -175,10 +180,13 @@ const struct schema_row schema_rows[] = {
         DEPRECATED("python_lib_path", "PYTHON_LIB_PATH",
                    "Deprecated and ignored: library paths come from python_path."),
         STR("python_pip_mirror_url", python_pip_mirror_url, "", NULL, "PIP_MIRROR_URL",
-            "Package index for dependency installs; empty means pip's default."),
+            "Package index (pip --index-url) for dependency installs; an http:// mirror "
+            "is trusted without more flags. Empty: pip's default (PyPI)."),
         DURATION("python_deps_update_interval", python_deps_update_interval, "30m",
                  0, 8760 * HOURS, "PYTHON_DEPS_UPDATE_INTERVAL",
-                 "How often dependencies are refreshed; 0 or empty disables."),
+                 "How often the requirements file is checked; pip runs only when it changed "
+                 "since the current layer was built. 0 or empty: only at start-up and on "
+                 "the update/refresh routes."),
         STR("nodejs_path", nodejs_path, "/usr/bin/node", check_absolute, "NODEJS_PATH",
             "Node.js interpreter (absolute path)."),
         BOOL("enable_network", enable_network, "true", "ENABLE_NETWORK",
@@ -254,7 +262,20 @@ const struct schema_row schema_rows[] = {
 
         STR("dependencies.python_requirements", python_requirements,
             "dependencies/python-requirements.txt", check_nonempty, NULL,
-            "pip requirements file for the shared dependency layer."),
+            "pip requirements file for the shared dependency layer (relative paths from "
+            "the working directory); empty or absent: no packages, pip never runs."),
+        STR("dependencies.layer_dir", layer_dir, "/var/lib/lockbox/python-deps", check_absolute,
+            NULL,
+            "Directory (root's) where dependency layers are built; runs see the current one "
+            "read-only at /opt/lockbox/python, at the end of sys.path."),
+        STR("dependencies.wheel_dir", wheel_dir, "", check_optional_absolute, NULL,
+            "Directory of wheels for air-gapped hosts: pip installs from it alone "
+            "(--no-index --find-links). Empty: pip uses python_pip_mirror_url or PyPI."),
+        BOOL("dependencies.allow_source_builds", source_builds, "false", NULL,
+             "Let pip build packages from source (runs their setup code, as the install "
+             "user); off: wheels only."),
+        DURATION("dependencies.install_timeout", install_timeout, "10m", 10, 3600, NULL,
+                 "Longest a pip install may take."),
 };
 /* clang-format on */
 

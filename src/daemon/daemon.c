@@ -82,16 +82,6 @@ static int lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *e
         return 0;
 }
 
-static int absolute_path(const char *path, char **ret)
-{
-        char cwd[PATH_MAX];
-        if (path[0] == '/')
-                *ret = strdup(path);
-        else if (!getcwd(cwd, sizeof(cwd)) || asprintf(ret, "%s/%s", cwd, path) < 0)
-                return -errno;
-        return *ret ? 0 : -ENOMEM;
-}
-
 /* The HTTP process: no capabilities, not dumpable (so other processes of
  * the same account cannot read the API key from it), dies with the jailer. */
 static _Noreturn void http_child(const struct config *cfg, const struct http_server_opts *o,
@@ -139,11 +129,9 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
         raise_fd_limit();
         uid_t uid;
         gid_t gid;
-        _cleanup_free_ char *reqs = NULL;
         _cleanup_close_ int lfd = -1;
         struct jailer *j = NULL;
         if (lookup_user(cfg->user, &uid, &gid, err, errlen) < 0 ||
-            absolute_path(cfg->python_requirements, &reqs) < 0 ||
             open_listener(cfg, &lfd, err, errlen) < 0 || jailer_new(cfg, &j, err, errlen) < 0)
                 return 1;
         int sv[2];
@@ -157,8 +145,7 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
         if (pid == 0) {
                 int keep[] = {lfd, sv[1], log_get_file_fd()};
                 fd_close_all_except(3, keep, ELEMENTSOF(keep));
-                struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .ctrl_fd = sv[1],
-                                             .requirements_path = reqs};
+                struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .ctrl_fd = sv[1]};
                 http_child(cfg, &o, uid, gid, jailer_pid);
         }
         close(sv[1]);

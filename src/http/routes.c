@@ -13,7 +13,6 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
-#include "http/deps.h"
 #include "http/request.h"
 #include "http/result.h"
 #include "ipc/client.h"
@@ -152,16 +151,29 @@ static bool python_language(const struct http_call *c, struct http_reply *ret)
         return true;
 }
 
+/* status.json, written by the jailer: the layer's packages and how the
+ * last install went. */
+static json_t *read_status(const struct http_state *st)
+{
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/status.json", st->cfg->layer_dir);
+        return json_load_file(path, 0, NULL);
+}
+
 static struct http_reply list_deps(struct http_state *st)
 {
-        json_t *deps = NULL;
-        char err[256];
-        if (deps_list_requirements(st->requirements_path, &deps, err, sizeof(err)) < 0)
-                return reply_error(200, -500, err);
-        json_t *root = json_pack("{s:i,s:s,s:{s:o}}", "code", 0, "message", "success", "data",
-                                 "dependencies", deps);
+        json_t *status = read_status(st);
+        if (!status)
+                return reply_error(200, -500, "dependency status unavailable");
+        json_t *root = json_pack(
+                "{s:i,s:s,s:{s:O,s:{s:O,s:O,s:O},s:O}}", "code", 0, "message", "success", "data",
+                "dependencies", json_object_get(status, "dependencies"), "last_install", "status",
+                json_object_get(status, "status"), "time", json_object_get(status, "time"),
+                "message", json_object_get(status, "message"), "installing",
+                json_object_get(status, "installing"));
         char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
         json_decref(root);
+        json_decref(status);
         return reply(200, body);
 }
 
@@ -173,22 +185,55 @@ struct http_reply route_deps_list(struct http_state *st, const struct http_call 
         return list_deps(st);
 }
 
+/* Install now (pip in the jailer's care) and wait for the outcome. */
+static bool install(struct http_state *st, const struct http_call *c, struct http_reply *ret)
+{
+        char message[1024] = "";
+        bool ok = false;
+        int deadline = (int)st->cfg->install_timeout * 1000 + 30000;
+        int r = ipc_deps_update(st->ctrl_fd, c->trace->trace_id, deadline, &ok, message,
+                                sizeof(message));
+        if (r < 0 || !ok) {
+                char msg[1200];
+                snprintf(msg, sizeof(msg), "dependency install failed: %s",
+                         r < 0 ? strerror(-r) : message);
+                *ret = reply_error(200, -500, msg);
+                return false;
+        }
+        return true;
+}
+
 struct http_reply route_deps_update(struct http_state *st, const struct http_call *c)
 {
         struct http_reply r;
-        if (!python_language(c, &r))
+        if (!python_language(c, &r) || !install(st, c, &r))
                 return r;
-        /* Nothing to install yet: the dependency layer arrives later (see
-         * docs/API.md); re-reading the file proves it is readable. */
-        json_t *deps = NULL;
-        char err[256];
-        if (deps_list_requirements(st->requirements_path, &deps, err, sizeof(err)) < 0)
-                return reply_error(200, -500, err);
-        json_decref(deps);
         return reply(200, strdup("{\"code\":0,\"message\":\"success\",\"data\":{}}"));
 }
 
 struct http_reply route_deps_refresh(struct http_state *st, const struct http_call *c)
 {
-        return route_deps_list(st, c);
+        struct http_reply r;
+        if (!python_language(c, &r) || !install(st, c, &r))
+                return r;
+        return list_deps(st);
+}
+
+/* 200 once the service can run code: for now, once the first dependency
+ * install has finished (whatever its outcome; the routes above tell it). */
+struct http_reply route_ready(struct http_state *st, const struct http_call *c)
+{
+        json_t *status = read_status(st);
+        bool ready = status && json_is_true(json_object_get(status, "ready"));
+        json_t *root = ready ? json_pack("{s:i,s:s,s:{s:b,s:O}}", "code", 0, "message",
+                                         "success", "data", "ready", 1, "dependencies",
+                                         json_object_get(status, "status"))
+                             : json_pack("{s:i,s:s,s:n}", "code", -503, "message",
+                                         status ? "not ready: installing Python dependencies"
+                                                : "not ready: dependency status unavailable",
+                                         "data");
+        char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
+        json_decref(root);
+        json_decref(status);
+        return reply(ready ? 200 : 503, body);
 }

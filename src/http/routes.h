@@ -14,7 +14,6 @@ struct config;
 struct http_state {
         const struct config *cfg;
         int ctrl_fd;
-        const char *requirements_path;
         sem_t workers;
         atomic_int in_flight; /* run requests accepted: running or queued */
         atomic_int active;    /* requests being answered right now */
@@ -39,3 +38,4 @@ struct http_reply route_run(struct http_state *st, const struct http_call *c);
 struct http_reply route_deps_list(struct http_state *st, const struct http_call *c);
 struct http_reply route_deps_update(struct http_state *st, const struct http_call *c);
 struct http_reply route_deps_refresh(struct http_state *st, const struct http_call *c);
+struct http_reply route_ready(struct http_state *st, const struct http_call *c);

@@ -29,6 +29,7 @@ struct route {
 
 static const struct route routes[] = {
         {"GET", "/health", false, route_health},
+        {"GET", "/ready", false, route_ready},
         {"POST", "/v1/sandbox/run", true, route_run},
         {"GET", "/v1/sandbox/dependencies", true, route_deps_list},
         {"POST", "/v1/sandbox/dependencies/update", true, route_deps_update},
@@ -273,8 +274,7 @@ static void drain(struct http_state *st)
 
 int http_server_run(const struct http_server_opts *o)
 {
-        struct http_state st = {.cfg = o->cfg, .ctrl_fd = o->ctrl_fd,
-                                .requirements_path = o->requirements_path};
+        struct http_state st = {.cfg = o->cfg, .ctrl_fd = o->ctrl_fd};
         if (sem_init(&st.workers, 0, (unsigned)o->cfg->max_workers) < 0)
                 return 1;
         sigset_t mask;

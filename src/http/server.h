@@ -10,7 +10,6 @@ struct http_server_opts {
         const struct config *cfg;
         int listen_fd;     /* bound and listening */
         int ctrl_fd;       /* SEQPACKET socket to the jailer */
-        const char *requirements_path; /* absolute */
 };
 
 /* Serve until SIGTERM/SIGINT, then finish requests in flight and return

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -209,5 +210,35 @@ int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret
                 return r;
         }
         *ret = o;
+        return 0;
+}
+
+int ipc_deps_update(int ctrl_fd, const char *trace_id, int deadline_ms, bool *ret_ok,
+                    char *message, size_t size)
+{
+        int ch[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)
+                return -errno;
+        _cleanup_close_ int chan = ch[0];
+        struct proto_deps m = {.hdr = {PROTO_MAGIC, PROTO_DEPS}};
+        strncpy(m.trace_id, trace_id ? trace_id : "", PROTO_TRACE_LEN);
+        int r = channel_send(ctrl_fd, &m, sizeof(m), &ch[1], 1);
+        close(ch[1]);
+        if (r < 0)
+                return r;
+        struct pollfd pfd = {.fd = chan, .events = POLLIN};
+        if (RETRY_EINTR(poll(&pfd, 1, deadline_ms)) <= 0)
+                return -ETIMEDOUT;
+        struct proto_deps_done done;
+        int fd;
+        size_t nf = 0;
+        r = channel_recv(chan, &done, sizeof(done), &fd, 0, &nf);
+        if (r <= 0)
+                return r == 0 ? -ECONNRESET : r;
+        if (done.hdr.magic != PROTO_MAGIC || done.hdr.type != PROTO_DEPS_DONE)
+                return -EPROTO;
+        done.message[sizeof(done.message) - 1] = '\0';
+        snprintf(message, size, "%s", done.message);
+        *ret_ok = done.ok;
         return 0;
 }

@@ -24,3 +24,9 @@ struct ipc_run_params {
 /* 0 with *ret filled (its status may still be an error status); -errno
  * when the jailer could not be reached or broke the protocol. */
 int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret);
+
+/* Ask the jailer to install the dependency layer now and wait for the
+ * outcome: 0 with *ret_ok and the message (pip's complaint) filled, or
+ * -errno when the jailer could not be reached. */
+int ipc_deps_update(int ctrl_fd, const char *trace_id, int deadline_ms, bool *ret_ok,
+                    char *message, size_t size);

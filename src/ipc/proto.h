@@ -18,6 +18,8 @@ enum proto_type {
         PROTO_KILL = 2,
         PROTO_RESULT = 3,
         PROTO_STARTED = 4,
+        PROTO_DEPS = 5,      /* HTTP -> jailer: install the dependency layer now */
+        PROTO_DEPS_DONE = 6, /* jailer -> HTTP on the channel: how it went */
 };
 
 enum proto_language {
@@ -55,6 +57,18 @@ struct proto_run {
         uint32_t language;
         uint32_t network; /* 0/1, already clamped by the server config */
         char trace_id[PROTO_TRACE_LEN + 1];
+};
+
+/* HTTP -> jailer on the control socket, with a channel attached. */
+struct proto_deps {
+        struct proto_header hdr;
+        char trace_id[PROTO_TRACE_LEN + 1];
+};
+
+struct proto_deps_done {
+        struct proto_header hdr;
+        uint32_t ok;
+        char message[1024]; /* pip's complaint when not ok */
 };
 
 /* jailer -> HTTP on the run channel, with fds [code pipe write end, stdout

@@ -23,7 +23,8 @@ enum zygote_msg_type {
 
 /* jailer -> zygote, with fds [sync, code read end, stdout write end, stderr
  * write end, then n_cgroup_procs cgroup.procs fds (v1) or one cgroup
- * directory (v2, cgroup_dirfd = 1)]. */
+ * directory (v2, cgroup_dirfd = 1), then the dependency layer's directory
+ * if deps_fd = 1]. */
 struct zygote_spawn {
         uint32_t magic;
         uint32_t type;
@@ -31,6 +32,7 @@ struct zygote_spawn {
         uint32_t network;
         uint32_t n_cgroup_procs;
         uint32_t cgroup_dirfd;
+        uint32_t deps_fd;
         struct jail_limits limits;
 };
 

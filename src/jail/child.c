@@ -82,7 +82,7 @@ static int step_close_inherited(struct child *c)
         const struct jail_spec *s = c->s;
         int keep[] = {s->code_fd,         s->stdout_fd,        s->stderr_fd,
                       sync_fd,            s->report_fd,        s->cgroup_procs[0],
-                      s->cgroup_procs[1], s->cgroup_dirfd};
+                      s->cgroup_procs[1], s->cgroup_dirfd,     s->deps_fd};
         fd_close_all_except(3, keep, ELEMENTSOF(keep));
         return 0;
 }

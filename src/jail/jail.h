@@ -46,6 +46,7 @@ struct jail_spec {
         int stderr_fd; /* becomes fd 2 */
         int sync_fd;   /* the child's end of the sync socket */
         int report_fd; /* becomes fd 5 (exit report), or -1 */
+        int deps_fd;   /* detached read-only mount of the dependency layer, or -1 */
         const struct policy_prog *filter;
         int cgroup_procs[2]; /* v1: cgroup.procs files the child moves itself into, or -1 */
         int cgroup_dirfd;    /* v2: the run's group, entered by clone3; or -1 */
@@ -86,5 +87,8 @@ int jail_run_mounts(const char *base, const struct jail_spec *s);
 int jail_mounts_setup(const struct jail_spec *s);
 int jail_rlimits_apply(const struct jail_limits *l);
 int jail_identity_drop(uid_t uid, gid_t gid);
+/* Where runs see the dependency layer (read-only, last on sys.path). */
+#define JAIL_DEPS_PATH "/opt/lockbox/python"
+
 /* Runs the steps; cold: exec, never returns; warm: returns 0. */
 int jail_child_main(const struct jail_spec *s);

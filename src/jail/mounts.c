@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -215,6 +216,15 @@ static int bind_identity(const char *base, const struct jail_spec *s)
         return bind_generated(tmp, target, text);
 }
 
+/* Attach a detached mount (made read-only by the jailer with open_tree
+ * and mount_setattr) at target: the new mount API needs no host path. */
+static int attach_tree(int tree, const char *target)
+{
+        if (syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return -errno;
+        return 0;
+}
+
 int jail_run_mounts(const char *base, const struct jail_spec *s)
 {
         char opts[128], path[PATH_MAX];
@@ -230,7 +240,9 @@ int jail_run_mounts(const char *base, const struct jail_spec *s)
         if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "hidepid=invisible,subset=pid") < 0)
                 return -errno;
-        return bind_identity(base, s);
+        snprintf(path, sizeof(path), "%s" JAIL_DEPS_PATH, base);
+        int r = s->deps_fd >= 0 ? attach_tree(s->deps_fd, path) : 0;
+        return r < 0 ? r : bind_identity(base, s);
 }
 
 int jail_root_enter(void)
@@ -268,6 +280,9 @@ int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *
                 return r;
         if (mkdir(NEWROOT "/tmp", 0755) < 0 || mkdir(NEWROOT "/proc", 0555) < 0)
                 return -errno;
+        /* the dependency layer's mount point, empty when there is none */
+        if ((r = mkdir_parents(NEWROOT JAIL_DEPS_PATH "/")) < 0)
+                return r;
         return 0;
 }
 

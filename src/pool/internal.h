@@ -18,6 +18,8 @@ struct cgroup_run;
 struct runtime;
 struct uidpool;
 struct zygote;
+struct deps;
+struct layer;
 
 enum watch_kind {
         W_CTRL,
@@ -32,6 +34,8 @@ enum watch_kind {
         W_ZYGOTE_EXIT,
         W_TICK,
         W_REPORT,
+        W_DEPS_OUT,
+        W_DEPS_EXIT,
 };
 
 struct watch {
@@ -63,11 +67,13 @@ struct run {
         struct pool *pool; /* the pool it refills when armed, or NULL */
         enum run_state state;
         bool network, warm, zygote, exec_done, killed, finished, counted;
+        bool retired; /* killed on purpose before serving: not a failure */
         int chan, timerfd, sync, listener, pidfd;
         pid_t pid;
         int code_w, out_r, err_r; /* our pipe ends, until STARTED hands them over */
         int report_r;             /* the program's exit report, or -1 */
         int reported;             /* its reported exit code, -1 before */
+        struct layer *layer;      /* the dependency layer it binds (Python) */
         uid_t uid;
         struct cgroup_run *cg;
         char trace[PROTO_TRACE_LEN + 1];
@@ -83,6 +89,7 @@ struct jailer {
         struct uidpool *uids;
         struct cgroup_root *cg;
         struct zygote *zygote;
+        struct deps *deps;
         char **env[2];
         int epfd, sigfd, ctrl, http_pidfd, tickfd;
         pid_t http_pid;
@@ -133,6 +140,8 @@ void zygote_on_message(struct jailer *j);
 void zygote_on_exit(struct jailer *j);
 void warm_on_tick(struct jailer *j);
 void warm_stop(struct jailer *j);
+/* Kill the armed runs of a language (they hold a stale layer); refilled. */
+void warm_drain(struct jailer *j, int lang);
 bool warm_zygote_alive(const struct jailer *j);
 bool warm_zygote_owns(const struct jailer *j, pid_t pid);
 bool warm_spawns_pending(const struct jailer *j);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -28,6 +29,7 @@
 #include "jail/cgroup.h"
 #include "jail/policy.h"
 #include "jail/uidpool.h"
+#include "pool/deps.h"
 #include "pool/internal.h"
 #include "runtime/runtime.h"
 
@@ -82,7 +84,8 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGHUP);
-        struct itimerspec tick = {.it_value = {.tv_sec = 1}, .it_interval = {.tv_sec = 1}};
+        /* the first tick at once: it starts the first dependency install */
+        struct itimerspec tick = {.it_value = {.tv_nsec = 1}, .it_interval = {.tv_sec = 1}};
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
             (j->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
             (j->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
@@ -133,6 +136,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                         r = -ENOMEM;
         if (r == 0)
                 r = setup_loop(j, err, errlen);
+        if (r == 0)
+                r = deps_init(j, err, errlen);
         if (r < 0) {
                 jailer_free(j);
                 return r;
@@ -149,6 +154,7 @@ struct jailer *jailer_free(struct jailer *j)
         if (!j)
                 return NULL;
         warm_free(j);
+        deps_free(j);
         for (size_t i = 0; i < ELEMENTSOF(j->langs); i++) {
                 runtime_free(j->langs[i].rt);
                 policy_prog_free(&j->langs[i].filter[0]);
@@ -220,29 +226,56 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
         safe_close(chan);
 }
 
+static void on_run_msg(struct jailer *j)
+{
+        struct proto_run m;
+        int fds[1] = {-1};
+        size_t nf = 0;
+        int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 1, &nf);
+        if (r <= 0 || !run_msg_valid(&m, fds, nf)) {
+                log_warn(NULL, "ipc.bad_message", "error=%s",
+                         log_q(r < 0 ? strerror(-r) : "invalid RUN"));
+                for (size_t i = 0; i < nf; i++)
+                        safe_close(fds[i]);
+                return;
+        }
+        m.trace_id[PROTO_TRACE_LEN] = '\0';
+        sanitize_trace(m.trace_id);
+        serve(j, &m, fds[0]);
+}
+
+static void on_deps_msg(struct jailer *j)
+{
+        struct proto_deps m;
+        int fds[1] = {-1};
+        size_t nf = 0;
+        int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 1, &nf);
+        if (r <= 0 || nf != 1 || m.hdr.magic != PROTO_MAGIC || !fd_is(fds[0], S_IFSOCK)) {
+                log_warn(NULL, "ipc.bad_message", "error=\"invalid DEPS\"");
+                for (size_t i = 0; i < nf; i++)
+                        safe_close(fds[i]);
+                return;
+        }
+        deps_request(j, fds[0]);
+}
+
+/* The menu: RUN and DEPS, told apart by the header; anything else is read
+ * and dropped (its fds closed). */
 static void on_ctrl(struct jailer *j)
 {
         for (;;) {
-                struct proto_run m;
-                int fds[1] = {-1};
-                size_t nf = 0;
-                int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 1, &nf);
-                if (r == -EAGAIN)
+                struct proto_header h;
+                ssize_t n = RETRY_EINTR(recv(j->ctrl, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT));
+                if (n < 0 && errno == EAGAIN)
                         return;
-                if (r == 0) { /* the HTTP process closed its end */
+                if (n == 0) { /* the HTTP process closed its end */
                         jailer_unwatch(j, j->ctrl);
                         return;
                 }
-                if (r < 0 || !run_msg_valid(&m, fds, nf)) {
-                        log_warn(NULL, "ipc.bad_message", "error=%s",
-                                 log_q(r < 0 ? strerror(-r) : "invalid RUN"));
-                        for (size_t i = 0; i < nf; i++)
-                                safe_close(fds[i]);
-                        continue;
-                }
-                m.trace_id[PROTO_TRACE_LEN] = '\0';
-                sanitize_trace(m.trace_id);
-                serve(j, &m, fds[0]);
+                if (n == (ssize_t)sizeof(h) && h.magic == PROTO_MAGIC && h.type == PROTO_DEPS)
+                        on_deps_msg(j);
+                else
+                        on_run_msg(j); /* validates, and drops what is not a RUN */
         }
 }
 
@@ -305,7 +338,7 @@ static void on_http_exit(struct jailer *j)
 
 static bool tracked(const struct jailer *j, pid_t pid)
 {
-        if (pid == j->http_pid || warm_zygote_owns(j, pid))
+        if (pid == j->http_pid || warm_zygote_owns(j, pid) || deps_owns(j, pid))
                 return true;
         for (const struct run *r = j->runs; r; r = r->next)
                 if (r->pid == pid)
@@ -341,6 +374,7 @@ static void on_tick(struct jailer *j)
         if (read(j->tickfd, &ticks, sizeof(ticks)) != sizeof(ticks))
                 return;
         warm_on_tick(j);
+        deps_on_tick(j);
         reap_strays(j);
 }
 
@@ -397,6 +431,12 @@ static void dispatch(struct jailer *j, const struct epoll_event *ev)
                 break;
         case W_ZYGOTE_EXIT:
                 zygote_on_exit(j);
+                break;
+        case W_DEPS_OUT:
+                deps_on_output(j);
+                break;
+        case W_DEPS_EXIT:
+                deps_on_exit(j);
                 break;
         default:
                 break;

@@ -26,6 +26,7 @@
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "jail/uidpool.h"
+#include "pool/deps.h"
 #include "pool/internal.h"
 #include "runtime/runtime.h"
 
@@ -92,8 +93,25 @@ static int make_channels(struct run *run, int child[4])
         return 0;
 }
 
-static struct jail_spec make_spec(struct jailer *j, struct run *run, const int *child,
-                                  int report, const int *cg_procs, int cg_dirfd)
+struct child_ends {
+        int fds[4]; /* sync, code read end, stdout write end, stderr write end */
+        int report; /* exit report write end, or -1 */
+        int deps;   /* the dependency layer's directory, or -1 */
+        int procs[2];
+};
+
+static void child_ends_close(struct child_ends *c)
+{
+        c->report = safe_close(c->report);
+        c->deps = safe_close(c->deps);
+        for (size_t i = 0; i < 4; i++)
+                c->fds[i] = safe_close(c->fds[i]);
+        for (size_t i = 0; i < 2; i++)
+                c->procs[i] = safe_close(c->procs[i]);
+}
+
+static struct jail_spec make_spec(struct jailer *j, struct run *run,
+                                  const struct child_ends *ends, int cg_dirfd)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = run->slot->rt;
@@ -116,13 +134,14 @@ static struct jail_spec make_spec(struct jailer *j, struct run *run, const int *
                 .exec_path = rt->exec_path,
                 .argv = rt->argv,
                 .envp = j->env[run->network],
-                .sync_fd = child[0],
-                .code_fd = child[1],
-                .stdout_fd = child[2],
-                .stderr_fd = child[3],
-                .report_fd = report,
+                .sync_fd = ends->fds[0],
+                .code_fd = ends->fds[1],
+                .stdout_fd = ends->fds[2],
+                .stderr_fd = ends->fds[3],
+                .report_fd = ends->report,
+                .deps_fd = ends->deps,
                 .filter = &run->slot->filter[run->network],
-                .cgroup_procs = {cg_procs[0], cg_procs[1]},
+                .cgroup_procs = {ends->procs[0], ends->procs[1]},
                 .cgroup_dirfd = cg_dirfd,
         };
 }
@@ -143,28 +162,13 @@ static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *er
         return r;
 }
 
-struct child_ends {
-        int fds[4]; /* sync, code read end, stdout write end, stderr write end */
-        int report; /* exit report write end, or -1 */
-        int procs[2];
-};
-
-static void child_ends_close(struct child_ends *c)
-{
-        c->report = safe_close(c->report);
-        for (size_t i = 0; i < 4; i++)
-                c->fds[i] = safe_close(c->fds[i]);
-        for (size_t i = 0; i < 2; i++)
-                c->procs[i] = safe_close(c->procs[i]);
-}
-
 /* Clone a cold child, or ask the zygote for a warm one. */
 static int launch(struct jailer *j, struct run *run, struct child_ends *c, char *err,
                   size_t errlen)
 {
         int dirfd = run->cg ? cgroup_run_dirfd(run->cg) : -1;
         if (run->slot->zygote && zygote_up(j)) {
-                int fds[6];
+                int fds[8];
                 size_t n = 0;
                 for (size_t i = 0; i < 4; i++)
                         fds[n++] = c->fds[i];
@@ -173,13 +177,15 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
                                 fds[n++] = c->procs[i];
                 if (dirfd >= 0)
                         fds[n++] = dirfd;
+                if (c->deps >= 0)
+                        fds[n++] = c->deps; /* last: the zygote knows it is there */
                 run->warm = run->zygote = true;
                 int r = zygote_spawn(j, run, fds, n);
                 if (r < 0)
                         snprintf(err, errlen, "zygote: %s", strerror(-r));
                 return r;
         }
-        struct jail_spec spec = make_spec(j, run, c->fds, c->report, c->procs, dirfd);
+        struct jail_spec spec = make_spec(j, run, c, dirfd);
         struct jail_started st;
         int r = jail_start(&spec, false, &st, err, errlen);
         if (r < 0)
@@ -211,6 +217,8 @@ static int watch_run(struct jailer *j, struct run *run)
 
 static void release_identity(struct jailer *j, struct run *run)
 {
+        deps_layer_release(j, run->layer);
+        run->layer = NULL;
         if (run->cg) {
                 int r = cgroup_run_destroy(run->cg);
                 if (r < 0) {
@@ -260,6 +268,11 @@ static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char
                 snprintf(err, errlen, "pipes: %s", strerror(-r));
                 return -EIO;
         }
+        if (run->slot->rt->lang == LANG_PYTHON3 &&
+            (r = deps_layer_acquire(j, &run->layer, &c->deps)) < 0) {
+                snprintf(err, errlen, "dependency layer: %s", strerror(-r));
+                return -EIO;
+        }
         int rp[2];
         if (run->slot->rt->exit_report) {
                 if (pipe2(rp, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -283,7 +296,7 @@ int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct po
                             .code_w = -1, .out_r = -1, .err_r = -1, .report_r = -1,
                             .reported = -1};
         snprintf(run->trace, sizeof(run->trace), "%s", trace ? trace : "");
-        struct child_ends c = {{-1, -1, -1, -1}, -1, {-1, -1}};
+        struct child_ends c = {{-1, -1, -1, -1}, -1, -1, {-1, -1}};
         int r = prepare(j, run, &c, err, errlen);
         run->chan = chan;
         if (r == 0 && (r = watch_run(j, run)) < 0) {
@@ -538,7 +551,9 @@ static void finish_start(struct jailer *j, struct run *run, int status)
         if (!run->failure[0])
                 snprintf(run->failure, sizeof(run->failure),
                          "the sandbox process ended during start-up (status %d)", status);
-        if (run->chan >= 0 || !j->stopping)
+        if (run->retired)
+                log_debug(run->trace, "run.retired", "lang=%s", run->slot->rt->name);
+        else if (run->chan >= 0 || !j->stopping)
                 log_error(run->trace, "run.spawn_failed", "lang=%s warm=%d error=%s",
                           run->slot->rt->name, run->warm, log_q(run->failure));
         release_identity(j, run);

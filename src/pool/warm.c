@@ -30,6 +30,7 @@
 #include "ipc/zygote_proto.h"
 #include "jail/cgroup.h"
 #include "jail/uidpool.h"
+#include "pool/deps.h"
 #include "pool/internal.h"
 #include "runtime/runtime.h"
 
@@ -146,14 +147,26 @@ struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network)
         return NULL;
 }
 
+/* A run stopped on purpose before it served anything: detached from its
+ * pool, so its exit is neither a pool failure nor worth an error line. */
+static void retire(struct run *run)
+{
+        run->pool = NULL;
+        run->retired = true;
+        run_kill(run, REASON_NONE);
+}
+
 void warm_on_armed(struct jailer *j, struct run *run)
 {
         struct pool *p = run->pool;
-        if (!p) { /* an on-demand run whose request went away meanwhile */
-                run_kill(run, REASON_NONE);
+        if (p)
+                p->spawning--;
+        /* a request that went away meanwhile, or a dependency layer replaced
+         * while it started: not worth keeping */
+        if (!p || (run->slot->rt->lang == LANG_PYTHON3 && !deps_layer_is_current(j, run->layer))) {
+                retire(run);
                 return;
         }
-        p->spawning--;
         p->armed++;
         p->failures = 0;
         if (p->tail)
@@ -161,6 +174,24 @@ void warm_on_armed(struct jailer *j, struct run *run)
         else
                 p->head = run;
         p->tail = run;
+}
+
+void warm_drain(struct jailer *j, int lang)
+{
+        for (int net = 0; net <= 1; net++) {
+                struct pool *p = j->langs[lang].pool[net];
+                if (!p)
+                        continue;
+                struct run *run = p->head;
+                p->head = p->tail = NULL;
+                p->armed = 0;
+                while (run) {
+                        struct run *next = run->pool_next;
+                        run->pool_next = NULL;
+                        retire(run);
+                        run = next;
+                }
+        }
 }
 
 void warm_on_gone(struct jailer *j, struct run *run)
@@ -352,7 +383,6 @@ int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds
                 .type = ZYGOTE_SPAWN,
                 .uid = run->uid,
                 .network = run->network,
-                .n_cgroup_procs = run->cg ? (uint32_t)(n_fds - 4) : 0,
                 .limits = {.data_bytes = run->cg ? 0 : c->memory_bytes,
                            .nproc = c->processes,
                            .cpu_seconds = c->cpu_seconds,
@@ -361,10 +391,11 @@ int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds
                            .tmp_bytes = c->tmp_bytes,
                            .tmp_inodes = c->tmp_inodes},
         };
-        if (run->cg && cgroup_root_mode(j->cg) == CGROUP_V2) {
-                m.n_cgroup_procs = 0;
-                m.cgroup_dirfd = 1;
-        }
+        /* fds after the first four: the cgroup ones, then the layer's */
+        uint32_t cg_fds = (uint32_t)(n_fds - 4 - (run->layer ? 1 : 0));
+        m.cgroup_dirfd = run->cg && cgroup_root_mode(j->cg) == CGROUP_V2;
+        m.n_cgroup_procs = m.cgroup_dirfd ? 0 : cg_fds;
+        m.deps_fd = run->layer != NULL;
         int r = channel_send(z->sock, &m, sizeof(m), fds, n_fds);
         if (r < 0)
                 return r;

@@ -1,6 +1,8 @@
 /* Python 3: `python -I -B -u -c BOOT` (cold), or the same BOOT in a child
  * of the zygote (warm). BOOT reads fd 3 (preload length, preload, code),
- * runs them as __main__, prints uncaught exceptions without its own frame
+ * puts the dependency layer last on sys.path (after the standard library
+ * and site-packages, so it can shadow nothing), runs preload and code as
+ * __main__, prints uncaught exceptions without its own frame
  * and with source lines (the C hook cannot find them, the code has no
  * file), then ends the way Python would (non-daemon threads joined, atexit
  * handlers run, streams flushed) but without tearing the interpreter down,
@@ -8,6 +10,7 @@
  * working directory on sys.path; -B writes no bytecode; -u keeps output
  * printed before a kill. */
 #include "config/config.h"
+#include "jail/jail.h"
 #include "ipc/proto.h"
 #include "runtime/runtime.h"
 
@@ -16,6 +19,8 @@ const char runtime_python_boot[] =
         "    import sys\n"
         "    g = sys.modules['__main__'].__dict__\n"
         "    del g['_lockbox_main'], g['_lockbox_exit']\n"
+        "    if '" JAIL_DEPS_PATH "' not in sys.path:\n"
+        "        sys.path.append('" JAIL_DEPS_PATH "')\n"
         "    with open(3, 'rb') as f:\n"
         "        data = f.read()\n"
         "    n = int.from_bytes(data[:8], 'little')\n"

@@ -236,6 +236,7 @@ static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spa
                 .stdout_fd = fds[2],
                 .stderr_fd = fds[3],
                 .report_fd = -1,
+                .deps_fd = m->deps_fd ? fds[nf - 1] : -1,
                 .filter = &filters[m->network ? 1 : 0],
                 .cgroup_procs = {-1, -1},
                 .cgroup_dirfd = m->cgroup_dirfd && nf > 4 ? fds[4] : -1,
@@ -249,7 +250,8 @@ static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, 
 {
         char err[200] = "";
         int r = -EINVAL, pid = 0;
-        if (nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) && m->n_cgroup_procs <= 2) {
+        if (nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) + (m->deps_fd ? 1 : 0) &&
+            m->n_cgroup_procs <= 2) {
                 struct jail_spec s = spawn_spec(a, m, fds, nf);
                 struct jail_started st;
                 PyOS_BeforeFork();

@@ -1,7 +1,7 @@
 """Fixtures that drive the real lockboxd on loopback.
 
 `lockboxd_factory` starts daemons with a temporary YAML config (free port,
-a UID range of their own, a temporary requirements file) and, on teardown,
+a UID range of their own, a temporary requirements file and dependency layer directory) and, on teardown,
 stops them with SIGTERM and checks that nothing is left behind: processes,
 cgroups, mounts, files. `daemon` is the shared default daemon, checked to
 be alive and idle (no process of its UID range) after every test.
@@ -22,7 +22,9 @@ import requests
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOCKBOXD = os.environ.get("LOCKBOXD") or os.path.join(REPO, "build", "lockboxd")
 KEY = "integration-test-key-7f3a"
-REQUIREMENTS = "requests==2.28.1\n# a comment\njinja2>=3\n"
+# No package by default: pip stays idle; tests/integration/test_deps.py
+# installs wheels it builds itself.
+REQUIREMENTS = "# nothing to install\n"
 CGROUP_ROOT = "/sys/fs/cgroup"
 # Every daemon gets 100 UIDs of its own; two daemons never share one. The
 # base moves with our pid so two suites running at once do not collide.
@@ -140,7 +142,7 @@ def files_owned_in_range(lo, hi, roots=("/tmp", "/var/tmp", "/dev/shm", "/run"))
 
 
 class Daemon:
-    def __init__(self, config, workdir, env=None, pool=100):
+    def __init__(self, config, workdir, env=None, pool=100, requirements=REQUIREMENTS):
         self.k = next(_uid_blocks)
         self.uid_min = UID_BASE + 100 * self.k
         self.uid_max = self.uid_min + min(pool, 100) - 1
@@ -149,6 +151,8 @@ class Daemon:
         self.proc = None
         self.key = KEY
         self.requirements_path = os.path.join(workdir, "python-requirements.txt")
+        self.requirements = requirements  # None: no file at all
+        self.layer_dir = os.path.join(workdir, "layers")
         self.config_path = os.path.join(workdir, "config.yaml")
         self.log_path = os.path.join(workdir, "lockboxd.stderr")
         self.extra_env = env or {}
@@ -169,7 +173,8 @@ class Daemon:
             "app": {"port": self.port, "key": KEY},
             "server": {"listen": "127.0.0.1"},
             "jail": {"uid_min": self.uid_min, "uid_max": self.uid_max},
-            "dependencies": {"python_requirements": self.requirements_path},
+            "dependencies": {"python_requirements": self.requirements_path,
+                             "layer_dir": self.layer_dir},
         }
         cfg = merge(cfg, self.base_config)
         with open(self.config_path, "w") as f:
@@ -179,8 +184,9 @@ class Daemon:
         assert os.access(LOCKBOXD, os.X_OK), f"{LOCKBOXD} missing: run make build/lockboxd"
         stray = processes_in_uid_range(self.uid_min, self.uid_max)
         assert not stray, f"UID range {self.uid_min}-{self.uid_max} already in use: {stray}"
-        with open(self.requirements_path, "w") as f:
-            f.write(REQUIREMENTS)
+        if self.requirements is not None:
+            with open(self.requirements_path, "w") as f:
+                f.write(self.requirements)
         self.mounts_before = lockbox_mounts()
         # Clean environment: the reference's override variables (API_KEY,
         # SANDBOX_PORT, ...) must not leak in from the caller's shell.
@@ -373,7 +379,7 @@ class Daemon:
         assert not new_mounts, f"mounts left behind: {new_mounts}"
         files = files_owned_in_range(self.uid_min, self.uid_max)
         assert not files, f"files owned by sandbox UIDs left behind: {files}"
-        ours = {"config.yaml", "python-requirements.txt", "lockboxd.stderr"}
+        ours = {"config.yaml", "python-requirements.txt", "lockboxd.stderr", "layers"}
         extra = set(os.listdir(self.workdir)) - ours
         assert not extra, f"files left in the daemon's working directory: {extra}"
 
@@ -386,11 +392,11 @@ def _session_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _start(config, parent, env=None, pool=100):
+def _start(config, parent, env=None, pool=100, requirements=REQUIREMENTS):
     workdir = tempfile.mkdtemp(prefix="d", dir=parent)
-    # The HTTP process (server.user, unprivileged) reads the requirements file.
+    # The HTTP process (server.user, unprivileged) reads the layer's status.
     os.chmod(workdir, 0o755)
-    return Daemon(config or {}, workdir, env, pool).start()
+    return Daemon(config or {}, workdir, env, pool, requirements).start()
 
 
 @pytest.fixture(scope="session")
@@ -414,13 +420,15 @@ def daemon(_default_daemon):
 
 @pytest.fixture
 def lockboxd_factory(_session_tmp):
-    """start(_env=None, _pool=100, **config) -> Daemon; every daemon started
-    is stopped (and checked) at the end of the test unless the test stopped
-    it first. _env adds environment variables, _pool sizes the UID range."""
+    """start(_env=None, _pool=100, _requirements=..., **config) -> Daemon;
+    every daemon started is stopped (and checked) at the end of the test
+    unless the test stopped it first. _env adds environment variables, _pool
+    sizes the UID range, _requirements is the requirements file's text (None:
+    no file)."""
     started = []
 
-    def start(_env=None, _pool=100, **config):
-        d = _start(config, _session_tmp, _env, _pool)
+    def start(_env=None, _pool=100, _requirements=REQUIREMENTS, **config):
+        d = _start(config, _session_tmp, _env, _pool, _requirements)
         started.append(d)
         return d
 

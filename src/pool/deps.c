@@ -1,0 +1,800 @@
+/* The Python dependency layer (SPEC section 6): packages named in the
+ * requirements file, installed by pip into a directory of their own under
+ * dependencies.layer_dir, never into the system Python. Installs run in the
+ * background as the unprivileged server.user, wheels only unless allowed
+ * otherwise; a finished layer is made root's and read-only, and `current`
+ * switches to it atomically. Runs bind the layer that was current when they
+ * started, read-only, at /opt/lockbox/python; a layer no run uses any more
+ * is removed. A failed install keeps the previous layer and says why in
+ * status.json, which the HTTP process reads for the dependency routes and
+ * /ready. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sched.h>
+#include <grp.h>
+#include <jansson.h>
+#include <linux/mount.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fd.h"
+#include "base/log.h"
+#include "base/strbuf.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "ipc/channel.h"
+#include "ipc/proto.h"
+#include "pool/deps.h"
+#include "pool/internal.h"
+
+#define REQUIREMENTS_MAX (1 << 20)
+#define PIP_LOG_MAX (64 * 1024)
+#define MAX_WAITERS 32
+
+struct layer {
+        struct layer *next;
+        char *name; /* "layer-<ms>" under the layer directory */
+        unsigned refs;
+};
+
+struct deps {
+        char *dir, *status_path;
+        uid_t uid;
+        gid_t gid;
+        struct layer *layers, *current;
+        uint64_t hash; /* of what `current` was built from */
+        bool have_hash;  /* false until an install or status.json tells it */
+        bool attempted, ok;
+        char message[1024];
+        time_t last_time;
+        json_t *installed;
+        /* the install in progress */
+        pid_t pid;
+        int pidfd, out;
+        struct strbuf log;
+        char *staging;
+        uint64_t job_hash;
+        bool timed_out; /* the running pip overran install_timeout */
+        struct timespec job_started;
+        int waiters[MAX_WAITERS];
+        size_t n_waiters;
+        bool force_again;
+        struct watch w_out, w_exit;
+        time_t next_check;
+};
+
+/* ---- small pieces ------------------------------------------------------------ */
+
+uint64_t deps_hash(const char *data, size_t len, uint64_t h)
+{
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (unsigned char)data[i]) * 0x100000001b3ULL;
+        return h;
+}
+
+bool deps_requirements_empty(const char *text, size_t len)
+{
+        for (size_t i = 0; i < len;) {
+                size_t e = i;
+                while (e < len && text[e] != '\n')
+                        e++;
+                size_t k = i;
+                while (k < e && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r'))
+                        k++;
+                if (k < e && text[k] != '#')
+                        return false;
+                i = e + 1;
+        }
+        return true;
+}
+
+int deps_parse_metadata(const char *text, char *name, size_t nlen, char *version, size_t vlen)
+{
+        name[0] = version[0] = '\0';
+        for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+                if (*l == '\n' || (l[0] == '\r' && l[1] == '\n'))
+                        break; /* the headers end at the first blank line */
+                size_t n = strcspn(l, "\r\n");
+                if (!name[0] && strncmp(l, "Name: ", 6) == 0)
+                        snprintf(name, nlen, "%.*s", (int)(n - 6), l + 6);
+                else if (!version[0] && strncmp(l, "Version: ", 9) == 0)
+                        snprintf(version, vlen, "%.*s", (int)(n - 9), l + 9);
+        }
+        return name[0] && version[0] ? 0 : -EINVAL;
+}
+
+static int read_small(const char *path, size_t max, struct strbuf *sb)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        strbuf_init(sb, max);
+        char buf[8192];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof(buf))) > 0)
+                if (strbuf_append(sb, buf, (size_t)n) < 0) {
+                        strbuf_free(sb);
+                        return -E2BIG;
+                }
+        return n < 0 ? -errno : 0;
+}
+
+static char *layer_path(const struct deps *d, const char *name)
+{
+        char *p;
+        return asprintf(&p, "%s/%s", d->dir, name) < 0 ? NULL : p;
+}
+
+static int by_name(const void *a, const void *b)
+{
+        return strcasecmp(json_string_value(json_object_get(*(json_t *const *)a, "name")),
+                          json_string_value(json_object_get(*(json_t *const *)b, "name")));
+}
+
+static void sort_by_name(json_t *arr)
+{
+        size_t n = json_array_size(arr);
+        json_t **v = n ? calloc(n, sizeof(*v)) : NULL;
+        if (!v)
+                return;
+        for (size_t i = 0; i < n; i++)
+                v[i] = json_incref(json_array_get(arr, i));
+        qsort(v, n, sizeof(*v), by_name);
+        json_array_clear(arr);
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, v[i]);
+        free(v);
+}
+
+/* The installed distributions, from the layer's own *.dist-info, by name. */
+static json_t *scan_installed(const char *dir)
+{
+        json_t *arr = json_array();
+        DIR *dd = opendir(dir);
+        struct dirent *de;
+        while (arr && dd && (de = readdir(dd))) {
+                size_t n = strlen(de->d_name);
+                if (n < 11 || strcmp(de->d_name + n - 10, ".dist-info") != 0)
+                        continue;
+                char path[4096], name[256], version[128];
+                struct strbuf sb;
+                snprintf(path, sizeof(path), "%s/%s/METADATA", dir, de->d_name);
+                if (read_small(path, 1 << 20, &sb) < 0)
+                        continue;
+                if (deps_parse_metadata(sb.data ? sb.data : "", name, sizeof(name), version,
+                                        sizeof(version)) == 0)
+                        json_array_append_new(arr, json_pack("{s:s,s:s}", "name", name,
+                                                             "version", version));
+                strbuf_free(&sb);
+        }
+        if (dd)
+                closedir(dd);
+        sort_by_name(arr);
+        return arr;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+        return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static void remove_tree(const char *path)
+{
+        if (nftw(path, remove_one, 32, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+                log_warn(NULL, "deps.remove_failed", "path=%s error=%s", log_q(path),
+                         log_q(strerror(errno)));
+}
+
+/* pip ran as server.user: the layer becomes root's and read-only. */
+static int seal_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+        if (lchown(path, 0, 0) < 0)
+                return -1;
+        if (flag == FTW_SL)
+                return 0;
+        mode_t mode = S_ISDIR(st->st_mode) ? 0755 : (st->st_mode & 0111) ? 0755 : 0644;
+        return chmod(path, mode) < 0 ? -1 : 0;
+}
+
+/* ---- status.json, read by the HTTP process -------------------------------------- */
+
+static void write_status(struct jailer *j)
+{
+        struct deps *d = j->deps;
+        char when[32] = "";
+        struct tm tm;
+        if (d->last_time && gmtime_r(&d->last_time, &tm))
+                strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        char hash[24] = "";
+        if (d->have_hash)
+                snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)d->hash);
+        json_t *st = json_pack("{s:b,s:b,s:s,s:s,s:s,s:O,s:s?,s:s}", "ready", d->attempted,
+                               "installing", d->pid > 0, "status",
+                               !d->attempted ? "pending" : d->ok ? "ok" : "failed", "time", when,
+                               "message", d->message, "dependencies", d->installed, "layer",
+                               d->current ? d->current->name : NULL, "hash", hash);
+        char tmp[4096];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", d->status_path);
+        if (!st || json_dump_file(st, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0644) < 0 ||
+            rename(tmp, d->status_path) < 0)
+                log_error(NULL, "deps.status_failed", "path=%s", log_q(d->status_path));
+        json_decref(st);
+}
+
+/* ---- layers and runs ------------------------------------------------------------- */
+
+static struct layer *layer_new(struct deps *d, const char *name)
+{
+        struct layer *l = calloc(1, sizeof(*l));
+        if (!l || !(l->name = strdup(name))) {
+                free(l);
+                return NULL;
+        }
+        l->next = d->layers;
+        d->layers = l;
+        return l;
+}
+
+/* Remove layers that are neither current nor bound by any run. */
+static void collect(struct deps *d)
+{
+        for (struct layer **pp = &d->layers; *pp;) {
+                struct layer *l = *pp;
+                if (l == d->current || l->refs > 0) {
+                        pp = &l->next;
+                        continue;
+                }
+                _cleanup_free_ char *p = layer_path(d, l->name);
+                if (p)
+                        remove_tree(p);
+                *pp = l->next;
+                free(l->name);
+                free(l);
+        }
+}
+
+int deps_layer_acquire(struct jailer *j, struct layer **ret_layer, int *ret_fd)
+{
+        struct deps *d = j->deps;
+        *ret_layer = NULL;
+        *ret_fd = -1;
+        if (!d || !d->current)
+                return 0;
+        /* A detached read-only copy of the layer's tree: the run attaches it
+         * in its own mount namespace (a plain fd of our namespace's mount
+         * cannot be bound from another one). */
+        _cleanup_free_ char *p = layer_path(d, d->current->name);
+        int fd = p ? (int)syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
+                   : -1;
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                              MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+        if (fd < 0 || syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+                int e = errno;
+                safe_close(fd);
+                return -e;
+        }
+        d->current->refs++;
+        *ret_layer = d->current;
+        *ret_fd = fd;
+        return 0;
+}
+
+bool deps_layer_is_current(const struct jailer *j, const struct layer *l)
+{
+        return !j->deps || l == j->deps->current;
+}
+
+void deps_layer_release(struct jailer *j, struct layer *l)
+{
+        if (!l || !j->deps)
+                return;
+        l->refs--;
+        if (l->refs == 0 && l != j->deps->current)
+                collect(j->deps);
+}
+
+/* ---- installing -------------------------------------------------------------- */
+
+static void answer_waiters(struct deps *d)
+{
+        struct proto_deps_done m = {.hdr = {PROTO_MAGIC, PROTO_DEPS_DONE}, .ok = d->ok};
+        snprintf(m.message, sizeof(m.message), "%s", d->message);
+        for (size_t i = 0; i < d->n_waiters; i++) {
+                channel_send(d->waiters[i], &m, sizeof(m), NULL, 0);
+                close(d->waiters[i]);
+        }
+        d->n_waiters = 0;
+}
+
+static void finish(struct jailer *j, bool ok, const char *message)
+{
+        struct deps *d = j->deps;
+        d->attempted = true;
+        d->ok = ok;
+        d->last_time = time(NULL);
+        snprintf(d->message, sizeof(d->message), "%s", message);
+        if (ok)
+                log_info(NULL, "deps.installed", "layer=%s packages=%zu",
+                         log_q(d->current ? d->current->name : "none"),
+                         json_array_size(d->installed));
+        else
+                log_error(NULL, "deps.install_failed", "error=%s", log_q(message));
+        write_status(j);
+        answer_waiters(d);
+}
+
+/* Make the finished staging directory the current layer. */
+static int switch_to(struct jailer *j, const char *name, uint64_t hash)
+{
+        struct deps *d = j->deps;
+        struct layer *l = name ? layer_new(d, name) : NULL;
+        if (name && !l)
+                return -ENOMEM;
+        char link[4096], tmp[4096];
+        snprintf(link, sizeof(link), "%s/current", d->dir);
+        snprintf(tmp, sizeof(tmp), "%s/current.tmp", d->dir);
+        unlink(tmp);
+        if (name && (symlink(name, tmp) < 0 || rename(tmp, link) < 0))
+                return -errno;
+        if (!name)
+                unlink(link);
+        d->current = l;
+        d->hash = hash;
+        d->have_hash = true;
+        collect(d);
+        /* armed Python runs have the old layer bound: new runs get the new one */
+        warm_drain(j, LANG_PYTHON3);
+        return 0;
+}
+
+static void on_pip_done(struct jailer *j, int status)
+{
+        struct deps *d = j->deps;
+        _cleanup_free_ char *staging = TAKE_PTR(d->staging);
+        const char *name = staging ? strrchr(staging, '/') + 1 : NULL;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                char msg[1024], why[96];
+                const char *tail = d->log.data ? d->log.data : "";
+                size_t len = d->log.len;
+                if (d->timed_out)
+                        snprintf(why, sizeof(why), "did not finish within %llds (install_timeout)",
+                                 (long long)j->cfg->install_timeout);
+                else
+                        snprintf(why, sizeof(why), "%s", WIFSIGNALED(status) ? "was killed" : "failed");
+                snprintf(msg, sizeof(msg), "pip %s: %s", why, len > 900 ? tail + len - 900 : tail);
+                if (staging)
+                        remove_tree(staging);
+                finish(j, false, msg);
+                return;
+        }
+        char home[4096];
+        snprintf(home, sizeof(home), "%s/.home", staging);
+        remove_tree(home);
+        json_t *inst = NULL;
+        if (nftw(staging, seal_one, 32, FTW_PHYS) < 0 || !(inst = scan_installed(staging)) ||
+            switch_to(j, name, d->job_hash) < 0) {
+                json_decref(inst);
+                remove_tree(staging);
+                finish(j, false, "could not seal or switch to the new layer");
+                return;
+        }
+        json_decref(d->installed);
+        d->installed = inst;
+        finish(j, true, "");
+}
+
+static char **pip_argv(const struct config *c, const char *staging)
+{
+        char **v = calloc(24, sizeof(char *));
+        size_t n = 0;
+        if (!v)
+                return NULL;
+        const char *fixed[] = {c->python_path, "-m", "pip", "install", "--no-input",
+                               "--disable-pip-version-check", "--no-cache-dir",
+                               "--no-warn-script-location", "--progress-bar", "off", "--target",
+                               staging, "-r", ".home/requirements.txt"};
+        for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
+                v[n++] = (char *)fixed[i];
+        if (!c->source_builds)
+                v[n++] = (char *)"--only-binary=:all:";
+        if (*c->wheel_dir) {
+                v[n++] = (char *)"--no-index";
+                v[n++] = (char *)"--find-links";
+                v[n++] = c->wheel_dir;
+        } else if (*c->python_pip_mirror_url) {
+                v[n++] = (char *)"--index-url";
+                v[n++] = c->python_pip_mirror_url;
+                /* an http:// mirror works without more flags */
+                if (strncmp(c->python_pip_mirror_url, "http://", 7) == 0) {
+                        static char host[256];
+                        snprintf(host, sizeof(host), "%.*s", (int)strcspn(c->python_pip_mirror_url + 7, "/:@"),
+                                 c->python_pip_mirror_url + 7);
+                        v[n++] = (char *)"--trusted-host";
+                        v[n++] = host;
+                }
+        }
+        return v;
+}
+
+/* The child: server.user, no privileges, in the staging directory. */
+static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
+{
+        struct deps *d = j->deps;
+        const struct config *c = j->cfg;
+        char home[4096];
+        snprintf(home, sizeof(home), "HOME=%s/.home", staging);
+        char *envp[8] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"LANG=C.UTF-8", home,
+                         NULL};
+        size_t ne = 3;
+        char hp[600], sp[600];
+        if (*c->proxy_http && snprintf(hp, sizeof(hp), "HTTP_PROXY=%s", c->proxy_http) > 0)
+                envp[ne++] = hp;
+        if (*c->proxy_https && snprintf(sp, sizeof(sp), "HTTPS_PROXY=%s", c->proxy_https) > 0)
+                envp[ne++] = sp;
+        char **argv = pip_argv(c, staging);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (!argv || null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
+            setgroups(0, NULL) < 0 || setresgid(d->gid, d->gid, d->gid) < 0 ||
+            setresuid(d->uid, d->uid, d->uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+            prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || chdir(staging) < 0)
+                _exit(126);
+        syscall(SYS_close_range, 3, ~0U, 0);
+        execve(argv[0], argv, envp);
+        _exit(127);
+}
+
+/* pip runs as PID 1 of a namespace of its own: when it ends, the kernel
+ * kills whatever it left behind (a source build's daemon, say), so nothing
+ * running as server.user can touch the layer while it is sealed. This
+ * process waits and passes pip's status on. */
+static _Noreturn void pip_reaper(struct jailer *j, int out, const char *staging)
+{
+        /* the jailer's descriptors (runs' pipes, channels) are not pip's to
+         * hold open */
+        fd_close_all_except(3, &out, 1);
+        if (unshare(CLONE_NEWPID) < 0)
+                _exit(126);
+        pid_t pid = fork();
+        if (pid < 0)
+                _exit(126);
+        if (pid == 0)
+                pip_child(j, out, staging);
+        int status = 0;
+        if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0)
+                _exit(126);
+        if (WIFSIGNALED(status))
+                _exit(128 + WTERMSIG(status));
+        _exit(WEXITSTATUS(status));
+}
+
+/* layer-<ms>/ for pip's --target, and in it .home/ (pip's HOME, holding a
+ * copy of the requirements: the file itself need not be readable by
+ * server.user), both server.user's until the layer is sealed. */
+static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        char *p, home[4096], req[4096];
+        if (asprintf(&p, "%s/layer-%lld%03ld", d->dir, (long long)ts.tv_sec,
+                     ts.tv_nsec / 1000000) < 0)
+                return -ENOMEM;
+        snprintf(home, sizeof(home), "%s/.home", p);
+        snprintf(req, sizeof(req), "%s/requirements.txt", home);
+        int fd = -1;
+        if (mkdir(p, 0755) < 0 || chown(p, d->uid, d->gid) < 0 || mkdir(home, 0700) < 0 ||
+            chown(home, d->uid, d->gid) < 0 ||
+            (fd = open(req, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 ||
+            write(fd, reqs->data ? reqs->data : "", reqs->len) != (ssize_t)reqs->len ||
+            fchown(fd, d->uid, d->gid) < 0) {
+                int e = errno ? errno : EIO;
+                safe_close(fd);
+                remove_tree(p);
+                free(p);
+                return -e;
+        }
+        close(fd);
+        *ret = p;
+        return 0;
+}
+
+static int start_pip(struct jailer *j, const struct strbuf *reqs)
+{
+        struct deps *d = j->deps;
+        int out[2], r = make_staging(d, reqs, &d->staging);
+        if (r < 0)
+                return r;
+        if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid == 0)
+                pip_reaper(j, out[1], d->staging);
+        close(out[1]);
+        if (pid < 0) {
+                close(out[0]);
+                return -errno;
+        }
+        d->pid = pid;
+        d->out = out[0];
+        d->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        strbuf_init(&d->log, PIP_LOG_MAX);
+        clock_gettime(CLOCK_MONOTONIC, &d->job_started);
+        d->timed_out = false;
+        d->w_out = (struct watch){W_DEPS_OUT, NULL};
+        d->w_exit = (struct watch){W_DEPS_EXIT, NULL};
+        if ((r = jailer_watch(j, d->out, &d->w_out)) < 0 ||
+            (r = jailer_watch(j, d->pidfd, &d->w_exit)) < 0)
+                kill(pid, SIGKILL);
+        log_info(NULL, "deps.installing", "pid=%d", (int)pid);
+        return r;
+}
+
+/* Check the requirements and install if asked (force) or needed. */
+static void begin(struct jailer *j, bool force)
+{
+        struct deps *d = j->deps;
+        if (d->pid > 0) {
+                d->force_again |= force;
+                return;
+        }
+        struct strbuf reqs = {0};
+        int r = read_small(j->cfg->python_requirements, REQUIREMENTS_MAX, &reqs);
+        if (r == -ENOENT) {
+                strbuf_init(&reqs, 0);
+                r = 0;
+        }
+        if (r < 0) {
+                char msg[256];
+                snprintf(msg, sizeof(msg), "cannot read %s: %s", j->cfg->python_requirements,
+                         strerror(-r));
+                finish(j, false, msg);
+                return;
+        }
+        const struct config *c = j->cfg;
+        uint64_t h = deps_hash(reqs.data ? reqs.data : "", reqs.len, 0xcbf29ce484222325ULL);
+        h = deps_hash(c->python_pip_mirror_url, strlen(c->python_pip_mirror_url), h);
+        h = deps_hash(c->wheel_dir, strlen(c->wheel_dir), h);
+        h = deps_hash(c->source_builds ? "s" : "b", 1, h);
+        if (!force && d->have_hash && h == d->hash) {
+                /* the layer in place was built from this very file (maybe
+                 * by an earlier life of the service): nothing to do */
+                strbuf_free(&reqs);
+                if (!d->attempted)
+                        finish(j, true, "");
+                return;
+        }
+        d->job_hash = h;
+        if (deps_requirements_empty(reqs.data ? reqs.data : "", reqs.len)) {
+                strbuf_free(&reqs);
+                /* nothing to fetch: no layer at all */
+                json_decref(d->installed);
+                d->installed = json_array();
+                switch_to(j, NULL, h);
+                finish(j, true, "");
+                return;
+        }
+        r = start_pip(j, &reqs);
+        strbuf_free(&reqs);
+        if (r < 0) {
+                char msg[256];
+                snprintf(msg, sizeof(msg), "cannot start pip: %s", strerror(-r));
+                if (d->staging)
+                        remove_tree(d->staging);
+                free(TAKE_PTR(d->staging));
+                finish(j, false, msg);
+        }
+        write_status(j);
+}
+
+void deps_on_output(struct jailer *j)
+{
+        struct deps *d = j->deps;
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(d->out, buf, sizeof(buf))) > 0) {
+                /* keep the tail: pip's error is at the end */
+                if (strbuf_append(&d->log, buf, (size_t)n) < 0) {
+                        size_t keep = d->log.len / 2;
+                        memmove(d->log.data, d->log.data + d->log.len - keep, keep);
+                        d->log.len = keep;
+                        strbuf_append(&d->log, buf, (size_t)n);
+                }
+        }
+        if (n == 0) {
+                jailer_unwatch(j, d->out);
+                d->out = safe_close(d->out);
+        }
+}
+
+void deps_on_exit(struct jailer *j)
+{
+        struct deps *d = j->deps;
+        int status = 0;
+        if (RETRY_EINTR(waitpid(d->pid, &status, WNOHANG)) <= 0)
+                return;
+        if (d->out >= 0)
+                deps_on_output(j);
+        jailer_unwatch(j, d->pidfd);
+        d->pidfd = safe_close(d->pidfd);
+        d->out = safe_close(d->out);
+        d->pid = 0;
+        on_pip_done(j, status);
+        strbuf_free(&d->log);
+        if (d->force_again) {
+                d->force_again = false;
+                begin(j, true);
+        }
+}
+
+bool deps_owns(const struct jailer *j, pid_t pid)
+{
+        return j->deps && j->deps->pid > 0 && j->deps->pid == pid;
+}
+
+void deps_on_tick(struct jailer *j)
+{
+        struct deps *d = j->deps;
+        if (!d || j->stopping)
+                return;
+        if (d->pid > 0) {
+                struct timespec now;
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                if (now.tv_sec - d->job_started.tv_sec >= j->cfg->install_timeout && !d->timed_out) {
+                        d->timed_out = true;
+                        syscall(SYS_pidfd_send_signal, d->pidfd, SIGKILL, NULL, 0);
+                }
+                return;
+        }
+        time_t now = time(NULL);
+        if (!d->attempted || (j->cfg->python_deps_update_interval > 0 && now >= d->next_check)) {
+                d->next_check = now + j->cfg->python_deps_update_interval;
+                begin(j, false);
+        }
+}
+
+void deps_request(struct jailer *j, int chan)
+{
+        struct deps *d = j->deps;
+        if (d->n_waiters >= MAX_WAITERS) {
+                struct proto_deps_done m = {.hdr = {PROTO_MAGIC, PROTO_DEPS_DONE}};
+                snprintf(m.message, sizeof(m.message), "too many dependency updates waiting");
+                channel_send(chan, &m, sizeof(m), NULL, 0);
+                close(chan);
+                return;
+        }
+        d->waiters[d->n_waiters++] = chan;
+        if (d->pid > 0)
+                d->force_again = true; /* after the one running, one with today's file */
+        else
+                begin(j, true);
+}
+
+/* What status.json says `current` was built from, if it is about the
+ * same layer (or about no layer, for an empty file). */
+static void adopt_hash(struct deps *d)
+{
+        json_t *st = json_load_file(d->status_path, 0, NULL);
+        const char *layer = NULL, *hash = NULL;
+        if (json_unpack(st, "{s?s,s:s}", "layer", &layer, "hash", &hash) == 0 &&
+            strlen(hash) == 16 &&
+            ((!layer && !d->current) || (layer && d->current && strcmp(layer, d->current->name) == 0))) {
+                char *end;
+                unsigned long long h = strtoull(hash, &end, 16);
+                if (*end == '\0') {
+                        d->hash = h;
+                        d->have_hash = true;
+                }
+        }
+        json_decref(st);
+}
+
+/* Adopt `current` from an earlier life; remove everything else. */
+static void adopt(struct deps *d)
+{
+        char link[4096], target[256];
+        snprintf(link, sizeof(link), "%s/current", d->dir);
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n > 0 && (target[n] = '\0', strncmp(target, "layer-", 6) == 0 && !strchr(target, '/')))
+                d->current = layer_new(d, target);
+        if (d->current) {
+                _cleanup_free_ char *p = layer_path(d, d->current->name);
+                d->installed = p ? scan_installed(p) : json_array();
+        }
+        adopt_hash(d);
+        DIR *dd = opendir(d->dir);
+        struct dirent *de;
+        while (dd && (de = readdir(dd)))
+                if (strncmp(de->d_name, "layer-", 6) == 0 &&
+                    !(d->current && strcmp(de->d_name, d->current->name) == 0)) {
+                        _cleanup_free_ char *p = layer_path(d, de->d_name);
+                        if (p)
+                                remove_tree(p);
+                }
+        if (dd)
+                closedir(dd);
+}
+
+int deps_init(struct jailer *j, char *err, size_t errlen)
+{
+        const struct config *c = j->cfg;
+        struct deps *d = calloc(1, sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        *d = (struct deps){.pidfd = -1, .out = -1};
+        j->deps = d;
+        struct passwd *pw = getpwnam(c->user);
+        d->uid = pw ? pw->pw_uid : 65534;
+        d->gid = pw ? pw->pw_gid : 65534;
+        if (!(d->dir = strdup(c->layer_dir)) || asprintf(&d->status_path, "%s/status.json", d->dir) < 0)
+                return -ENOMEM;
+        /* mkdir -p, root's, readable by everyone (the HTTP process reads
+         * status.json; runs get layers through binds) */
+        for (char *p = d->dir + 1;; p++) {
+                if (*p != '/' && *p != '\0')
+                        continue;
+                char keep = *p;
+                *p = '\0';
+                int r = mkdir(d->dir, 0755);
+                *p = keep;
+                if (r < 0 && errno != EEXIST) {
+                        snprintf(err, errlen, "dependencies.layer_dir %s: %s", d->dir,
+                                 strerror(errno));
+                        return -errno;
+                }
+                if (!keep)
+                        break;
+        }
+        if (chmod(d->dir, 0755) < 0) {
+                snprintf(err, errlen, "dependencies.layer_dir %s: %s", d->dir, strerror(errno));
+                return -errno;
+        }
+        adopt(d);
+        if (!d->installed)
+                d->installed = json_array();
+        write_status(j);
+        return 0;
+}
+
+void deps_free(struct jailer *j)
+{
+        struct deps *d = j->deps;
+        if (!d)
+                return;
+        if (d->pid > 0) {
+                syscall(SYS_pidfd_send_signal, d->pidfd, SIGKILL, NULL, 0);
+                waitpid(d->pid, NULL, 0);
+        }
+        if (d->staging)
+                remove_tree(d->staging);
+        free(d->staging);
+        strbuf_free(&d->log);
+        safe_close(d->pidfd);
+        safe_close(d->out);
+        for (size_t i = 0; i < d->n_waiters; i++)
+                close(d->waiters[i]);
+        while (d->layers) {
+                struct layer *l = d->layers;
+                d->layers = l->next;
+                free(l->name);
+                free(l);
+        }
+        json_decref(d->installed);
+        free(d->dir);
+        free(d->status_path);
+        free(d);
+        j->deps = NULL;
+}
