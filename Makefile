@@ -1,7 +1,9 @@
 # lockbox build: `make` builds build/lockboxd, build/lockbox-pyzygote (its
 # warm Python template) and build/lockbox (the client), `make test`
-# runs the unit and integration suites, `make run` starts the daemon on
-# conf/config.yaml. SAN=address,undefined builds everything with sanitizers.
+# runs the unit and integration suites and a short fuzzing smoke run,
+# `make run` starts the daemon on conf/config.yaml. SAN=address,undefined
+# builds everything with sanitizers. `make fuzz` builds the libFuzzer
+# targets (clang) into build/fuzz/; docs/TESTING.md says how to use them.
 
 CC       ?= cc
 BUILD    ?= build
@@ -53,7 +55,8 @@ CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 ZYG_SRCS  := $(sort $(wildcard src/zygote/*.c))
 ZYG_OBJS  := $(ZYG_SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps run test unit integration integration-cold clean format
+.PHONY: all deps run test unit integration integration-cold clean format \
+        fuzz fuzz-smoke fuzz-regressions
 
 all: $(BUILD)/lockboxd $(BUILD)/lockbox $(BUILD)/lockbox-pyzygote
 
@@ -100,7 +103,65 @@ integration-cold: all
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
-test: unit integration integration-cold
+test: unit integration integration-cold fuzz-smoke
+
+# libFuzzer targets (tests/fuzz/), always built with clang, ASan and UBSan
+# whatever SAN says; each links only the src/ files it exercises, compiled
+# straight in with the fuzzer's coverage instrumentation.
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build/fuzz
+FUZZ_TIME    ?= 45
+FUZZ_TARGETS := fuzz_request fuzz_headers fuzz_config fuzz_requirements
+FUZZ_PKGS    := jansson yaml-0.1 libseccomp
+FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE $(WARN) -Wno-unknown-warning-option -g -O1 \
+                -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+                -fno-sanitize-recover=all -Isrc -Itests/fuzz \
+                $(shell pkg-config --cflags $(FUZZ_PKGS))
+FUZZ_LIBS     = $(shell pkg-config --libs $(FUZZ_PKGS))
+FUZZ_SRCS_fuzz_request      := src/http/request.c src/http/result.c src/base/utf8.c \
+                               src/base/strbuf.c src/ipc/outcome.c
+FUZZ_SRCS_fuzz_headers      := src/base/trace.c src/http/request.c src/base/utf8.c
+# fuzz_config stands in for src/base/log.c (it drops log lines).
+FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c \
+                               src/base/strbuf.c
+FUZZ_SRCS_fuzz_requirements := src/http/deps.c src/base/strbuf.c
+FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
+# Runs every seed and committed crash input of target $$t once (libFuzzer
+# runs the files named on its command line); the log is shown on failure.
+FUZZ_REPLAY  = files=$$(find tests/fuzz/corpus/$$t tests/fuzz/regressions/$$t -type f \
+                        2>/dev/null | sort); \
+               $(FUZZ_BUILD)/$$t -timeout=10 $$files >$(FUZZ_BUILD)/$$t.replay.log 2>&1 \
+               || { tail -n 60 $(FUZZ_BUILD)/$$t.replay.log; exit 1; }
+
+define fuzz_rule
+$(FUZZ_BUILD)/$(1): tests/fuzz/$(1).c $$(FUZZ_SRCS_$(1)) $$(FUZZ_HDRS)
+	@mkdir -p $$(dir $$@)
+	$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ tests/fuzz/$(1).c $$(FUZZ_SRCS_$(1)) $$(FUZZ_LIBS)
+endef
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_rule,$(t))))
+
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
+
+fuzz-regressions: fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  $(FUZZ_REPLAY); \
+	  echo "fuzz-regressions: $$t: $$(echo $$files | wc -w) inputs ok"; \
+	done
+
+# FUZZ_TIME seconds per target from the seeds; new inputs go to
+# build/fuzz/corpus/<target>, crashes to build/fuzz/artifacts/. Any crash,
+# leak, UBSan report or 10 s hang fails the run.
+fuzz-smoke: fuzz-regressions
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
+	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
+	  echo "fuzz-smoke: $$t for $(FUZZ_TIME)s"; \
+	  $(FUZZ_BUILD)/$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$dict \
+	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t >$(FUZZ_BUILD)/$$t.log 2>&1 \
+	    || { tail -n 80 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
+	  grep -h 'stat::number_of_executed_units' $(FUZZ_BUILD)/$$t.log; \
+	done
 
 format:
 	clang-format -i $(shell find src tests -name '*.[ch]')

@@ -115,11 +115,19 @@ int deps_parse_metadata(const char *text, char *name, size_t nlen, char *version
         return name[0] && version[0] ? 0 : -EINVAL;
 }
 
-static int read_small(const char *path, size_t max, struct strbuf *sb)
+/* A regular file (never a FIFO or device, which could block or never
+ * end), at most max bytes; with O_NOFOLLOW in flags, not through a final
+ * symlink (files written by pip's process are not trusted). */
+static int read_small(const char *path, int flags, size_t max, struct strbuf *sb)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
+        struct stat st;
         if (fd < 0)
                 return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
         strbuf_init(sb, max);
         char buf[8192];
         ssize_t n;
@@ -170,8 +178,12 @@ static json_t *scan_installed(const char *dir)
                         continue;
                 char path[4096], name[256], version[128];
                 struct strbuf sb;
+                struct stat st;
+                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+                if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+                        continue; /* not through a symlink */
                 snprintf(path, sizeof(path), "%s/%s/METADATA", dir, de->d_name);
-                if (read_small(path, 1 << 20, &sb) < 0)
+                if (read_small(path, O_NOFOLLOW, 1 << 20, &sb) < 0)
                         continue;
                 if (deps_parse_metadata(sb.data ? sb.data : "", name, sizeof(name), version,
                                         sizeof(version)) == 0)
@@ -552,7 +564,7 @@ static void begin(struct jailer *j, bool force)
                 return;
         }
         struct strbuf reqs = {0};
-        int r = read_small(j->cfg->python_requirements, REQUIREMENTS_MAX, &reqs);
+        int r = read_small(j->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
         if (r == -ENOENT) {
                 strbuf_init(&reqs, 0);
                 r = 0;
