@@ -73,24 +73,21 @@ static const char *env_lookup(const char *name)
 /* With log_path set, lines also go to <log_path>/lockboxd.log. */
 static int open_log(const struct config *cfg, char *err, size_t errlen)
 {
-        int fd = -1;
-        if (*cfg->log_path) {
-                char path[PATH_MAX];
-                if ((size_t)snprintf(path, sizeof(path), "%s/lockboxd.log", cfg->log_path) >=
-                    sizeof(path)) {
-                        snprintf(err, errlen, "log_path: too long");
-                        return -ENAMETOOLONG;
-                }
-                (void)mkdir(cfg->log_path, 0750); /* open() below reports failures */
-                fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-                if (fd < 0) {
-                        snprintf(err, errlen, "log_path: cannot open %s: %s", path,
-                                 strerror(errno));
-                        return -errno;
-                }
+        log_setup("main", cfg->debug, -1);
+        log_set_json(strcmp(cfg->log_format, "json") == 0);
+        if (!*cfg->log_path)
+                return 0;
+        char path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof(path), "%s/lockboxd.log", cfg->log_path) >=
+            sizeof(path)) {
+                snprintf(err, errlen, "log_path: too long");
+                return -ENAMETOOLONG;
         }
-        log_setup("main", cfg->debug, fd);
-        return 0;
+        (void)mkdir(cfg->log_path, 0750); /* the open below reports failures */
+        int r = log_open_file(path);
+        if (r < 0)
+                snprintf(err, errlen, "log_path: cannot open %s: %s", path, strerror(-r));
+        return r;
 }
 
 int main(int argc, char **argv)

@@ -2,14 +2,18 @@
  * into a stack buffer and each line leaves in one write per sink. */
 #include "base/log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *log_role = "main";
-static bool log_debug_on;
+static bool log_debug_on, log_json;
 static int log_file_fd = -1;
+static char log_file_path[4096];
 
 void log_setup(const char *role, bool debug, int file_fd)
 {
@@ -21,6 +25,163 @@ void log_setup(const char *role, bool debug, int file_fd)
 int log_get_file_fd(void)
 {
         return log_file_fd;
+}
+
+void log_set_json(bool json)
+{
+        log_json = json;
+}
+
+static int open_sink(const char *path)
+{
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+        return fd < 0 ? -errno : fd;
+}
+
+int log_open_file(const char *path)
+{
+        if (strlen(path) >= sizeof(log_file_path))
+                return -ENAMETOOLONG;
+        int fd = open_sink(path);
+        if (fd < 0)
+                return fd;
+        strcpy(log_file_path, path);
+        log_file_fd = fd;
+        return 0;
+}
+
+int log_reopen_file(void)
+{
+        if (log_file_fd < 0 || !log_file_path[0])
+                return 0;
+        int fd = open_sink(log_file_path);
+        if (fd < 0)
+                return fd;
+        int r = dup3(fd, log_file_fd, O_CLOEXEC) < 0 ? -errno : 0;
+        close(fd);
+        return r;
+}
+
+void log_replace_file(int fd)
+{
+        if (log_file_fd < 0) {
+                log_file_fd = fd;
+                return;
+        }
+        if (dup3(fd, log_file_fd, O_CLOEXEC) >= 0 || errno != EBADF)
+                close(fd);
+        else
+                log_file_fd = fd;
+}
+
+/* ---- logfmt to JSON ------------------------------------------------------------ */
+
+struct out {
+        char *p;
+        size_t len, cap;
+};
+
+static void put(struct out *o, char c)
+{
+        if (o->len + 1 < o->cap)
+                o->p[o->len++] = c;
+}
+
+static void put_json_char(struct out *o, unsigned char c)
+{
+        if (c == '"' || c == '\\') {
+                put(o, '\\');
+                put(o, (char)c);
+        } else if (c < 0x20 || c == 0x7f) {
+                char esc[8];
+                snprintf(esc, sizeof(esc), "\\u%04x", c);
+                for (char *e = esc; *e; e++)
+                        put(o, *e);
+        } else {
+                put(o, (char)c);
+        }
+}
+
+static bool is_integer(const char *v, size_t n)
+{
+        size_t i = v[0] == '-';
+        if (n == i || n - i > 15 || (v[i] == '0' && n - i > 1))
+                return false;
+        for (; i < n; i++)
+                if (v[i] < '0' || v[i] > '9')
+                        return false;
+        return true;
+}
+
+size_t log_logfmt_to_json(const char *line, size_t len, char *out, size_t outlen)
+{
+        struct out o = {out, 0, outlen};
+        const char *p = line, *end = line + len;
+        bool first = true;
+        put(&o, '{');
+        while (p < end) {
+                while (p < end && *p == ' ')
+                        p++;
+                if (p >= end)
+                        break;
+                const char *k = p;
+                while (p < end && *p != '=' && *p != ' ')
+                        p++;
+                size_t klen = (size_t)(p - k);
+                bool has_value = p < end && *p == '=';
+                if (!first)
+                        put(&o, ',');
+                first = false;
+                put(&o, '"');
+                for (size_t i = 0; i < (has_value ? klen : 0); i++)
+                        put_json_char(&o, (unsigned char)k[i]);
+                if (!has_value) /* a stray word: keep it as "msg" */
+                        for (const char *m = "msg"; *m; m++)
+                                put(&o, *m);
+                put(&o, '"');
+                put(&o, ':');
+                if (!has_value) {
+                        put(&o, '"');
+                        for (size_t i = 0; i < klen; i++)
+                                put_json_char(&o, (unsigned char)k[i]);
+                        put(&o, '"');
+                        continue;
+                }
+                p++; /* '=' */
+                if (p < end && *p == '"') {
+                        put(&o, '"');
+                        for (p++; p < end && *p != '"'; p++) {
+                                if (*p == '\\' && p + 1 < end)
+                                        p++;
+                                put_json_char(&o, (unsigned char)*p);
+                        }
+                        if (p < end)
+                                p++; /* closing quote */
+                        put(&o, '"');
+                        continue;
+                }
+                const char *v = p;
+                while (p < end && *p != ' ')
+                        p++;
+                size_t vlen = (size_t)(p - v);
+                if (is_integer(v, vlen)) {
+                        for (size_t i = 0; i < vlen; i++)
+                                put(&o, v[i]);
+                } else {
+                        put(&o, '"');
+                        for (size_t i = 0; i < vlen; i++)
+                                put_json_char(&o, (unsigned char)v[i]);
+                        put(&o, '"');
+                }
+        }
+        /* always a whole object, even when clipped */
+        if (o.len + 2 > o.cap)
+                o.len = o.cap >= 2 ? o.cap - 2 : 0;
+        if (o.cap >= 2)
+                o.p[o.len++] = '}';
+        if (o.len < o.cap)
+                o.p[o.len] = '\0';
+        return o.len;
 }
 
 void log_set_role(const char *role)
@@ -98,9 +259,16 @@ void log_emit(enum log_level lvl, const char *trace_id, const char *event, const
         }
         if ((size_t)n > sizeof(line) - 2)
                 n = (int)sizeof(line) - 2;
-        line[n++] = '\n';
-        write_all(STDERR_FILENO, line, (size_t)n);
+        char json[4096];
+        const char *text = line;
+        size_t len = (size_t)n;
+        if (log_json) {
+                len = log_logfmt_to_json(line, len, json, sizeof(json) - 1);
+                text = json;
+        }
+        ((char *)text)[len++] = '\n';
+        write_all(STDERR_FILENO, text, len);
         if (log_file_fd >= 0)
-                write_all(log_file_fd, line, (size_t)n);
+                write_all(log_file_fd, text, len);
         errno = saved_errno;
 }

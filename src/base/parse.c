@@ -3,6 +3,7 @@
  * errno, and config values must be rejected whole or taken whole. */
 #include "base/parse.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -284,5 +285,33 @@ int parse_format_duration(int64_t seconds, char *buf, size_t len)
                         return -ENOBUFS;
                 o += (size_t)n;
         }
+        return 0;
+}
+
+int parse_host_port(const char *s, char *addr, size_t addrlen, int *ret_port)
+{
+        const char *colon = s ? strrchr(s, ':') : NULL;
+        if (!colon)
+                return -EINVAL;
+        const char *a = s;
+        size_t alen = (size_t)(colon - s);
+        if (alen >= 2 && s[0] == '[' && colon[-1] == ']') {
+                a++;
+                alen -= 2;
+        } else if (memchr(s, ':', alen)) {
+                return -EINVAL; /* an IPv6 address needs its brackets */
+        }
+        int port;
+        unsigned char bin[sizeof(struct in6_addr)];
+        char buf[INET6_ADDRSTRLEN + 1];
+        if (alen == 0 || alen >= sizeof(buf) || alen >= addrlen ||
+            parse_int_range(colon + 1, 1, 65535, &port) < 0)
+                return -EINVAL;
+        memcpy(buf, a, alen);
+        buf[alen] = '\0';
+        if (inet_pton(AF_INET, buf, bin) != 1 && inet_pton(AF_INET6, buf, bin) != 1)
+                return -EINVAL;
+        memcpy(addr, buf, alen + 1);
+        *ret_port = port;
         return 0;
 }

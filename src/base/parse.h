@@ -34,3 +34,8 @@ int parse_duration(const char *s, int64_t *ret_seconds);
 int parse_format_size(int64_t bytes, char *buf, size_t len);
 /* "1h30m", "45s", "2h"; 0 gives "0". Returns 0 or -ENOBUFS. */
 int parse_format_duration(int64_t seconds, char *buf, size_t len);
+
+/* "ADDRESS:PORT" with an IPv4 address or a bracketed IPv6 one
+ * ("[::1]:9090"), port 1-65535: the address (brackets removed, checked with
+ * inet_pton) into addr, the port into *ret_port. -EINVAL if malformed. */
+int parse_host_port(const char *s, char *addr, size_t addrlen, int *ret_port);

@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "base/strbuf.h"
+#include "base/utf8.h"
 #include "base/util.h"
 #include "config/loader.h"
 
@@ -140,6 +141,10 @@ static int env_apply_row(struct loader *L, const struct schema_row *row, config_
                 loader_warn_deprecated(L, row, &o);
                 return 0;
         }
+        /* A YAML file cannot hold other bytes, so config_dump() could not
+         * write the value back. */
+        if (!utf8_valid(value, strlen(value)))
+                return loader_fail(L, -EINVAL, &o, NULL, "not valid UTF-8");
         if (row->type->is_list)
                 return env_apply_list(L, row, value, &o);
         struct schema_item item = {.text = value};

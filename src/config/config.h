@@ -36,6 +36,9 @@ struct config {
         char *user;              /* server.user: unprivileged account for the HTTP process */
         int connection_timeout;  /* server.connection_timeout, seconds idle */
         int max_connections;     /* server.max_connections */
+        char *log_format;        /* server.log_format: "logfmt" or "json" */
+        bool metrics;            /* server.metrics: serve GET /metrics */
+        char *metrics_listen;    /* server.metrics_listen: "ADDR:PORT", "" = the API's */
 
         /* limits: per run */
         int64_t memory_bytes;    /* limits.memory */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "base/parse.h"
 #include "base/util.h"
 #include "config/schema.h"
 
@@ -114,6 +115,24 @@ static int check_listen(const char *v, struct schema_error *e)
                            schema_quote(v, q, sizeof(q)));
 }
 
+static int check_metrics_listen(const char *v, struct schema_error *e)
+{
+        char q[96], addr[64];
+        int port;
+        if (!*v || parse_host_port(v, addr, sizeof(addr), &port) == 0)
+                return 0;
+        return schema_fail(e, 0, "'%s' is not ADDRESS:PORT (e.g. 127.0.0.1:9090 or [::1]:9090)",
+                           schema_quote(v, q, sizeof(q)));
+}
+
+static int check_log_format(const char *v, struct schema_error *e)
+{
+        char q[96];
+        if (strcmp(v, "logfmt") == 0 || strcmp(v, "json") == 0)
+                return 0;
+        return schema_fail(e, 0, "'%s' is not logfmt or json", schema_quote(v, q, sizeof(q)));
+}
+
 static int check_hostname(const char *v, struct schema_error *e)
 {
         char q[96];
@@ -198,7 +217,8 @@ const struct schema_row schema_rows[] = {
              "Extra system calls to allow, by number or name (environment: "
              "comma-separated). Calls that would undo the jail are refused."),
         STR("log_path", log_path, "", check_path_chars, NULL,
-            "Directory for lockboxd.log; empty logs to stderr only."),
+            "Directory for lockboxd.log (lines go to stderr as well); empty logs to stderr "
+            "only. SIGHUP reopens the file, for log rotation."),
         STR("proxy.socks5", proxy_socks5, "", NULL, "SOCKS5_PROXY",
             "SOCKS5 proxy for networked runs."),
         STR("proxy.http", proxy_http, "", NULL, "HTTP_PROXY",
@@ -216,6 +236,13 @@ const struct schema_row schema_rows[] = {
             "Seconds an idle client connection is kept."),
         INT("server.max_connections", max_connections, "256", 4, 10000, NULL,
             "Client connections served at once."),
+        STR("server.log_format", log_format, "logfmt", check_log_format, "LOG_FORMAT",
+            "Log line format: logfmt (key=value) or json (one object per line)."),
+        BOOL("server.metrics", metrics, "true", NULL,
+             "Serve Prometheus metrics at GET /metrics (no API key)."),
+        STR("server.metrics_listen", metrics_listen, "", check_metrics_listen, NULL,
+            "Serve /metrics on its own ADDRESS:PORT (e.g. 127.0.0.1:9090) instead of the API's "
+            "port; the API port then answers /metrics with 404."),
 
         SIZE("limits.memory", memory_bytes, "512M", 16 * M, 64 * G,
              "Memory of one run."),
@@ -353,15 +380,34 @@ int schema_fail_nomem(struct schema_error *e, size_t item)
         return -ENOMEM;
 }
 
+/* Characters a YAML file cannot hold raw: libyaml refuses C1 controls
+ * (and reads NEL, U+0085, as a line break) and U+FFFE and U+FFFF. Writes
+ * the escape of the character at p; returns its length in bytes, or 0. */
+static size_t dump_escape(FILE *out, const unsigned char *p)
+{
+        if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+                fprintf(out, "\\x%02x", p[1]);
+                return 2;
+        }
+        if (p[0] == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf)) {
+                fprintf(out, "\\u%04x", 0xffc0 | (p[2] & 0x3f));
+                return 3;
+        }
+        return 0;
+}
+
 void schema_dump_string(FILE *out, const char *s)
 {
         fputc('"', out);
         for (const char *p = s ? s : ""; *p; p++) {
                 unsigned char c = (unsigned char)*p;
+                size_t n;
                 if (c == '"' || c == '\\')
                         fprintf(out, "\\%c", c);
                 else if (c < 0x20 || c == 0x7f)
                         fprintf(out, "\\x%02x", c);
+                else if ((n = dump_escape(out, (const unsigned char *)p)) > 0)
+                        p += n - 1;
                 else
                         fputc(c, out);
         }

@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,40 +28,62 @@
 
 #include "base/fd.h"
 #include "base/log.h"
+#include "base/parse.h"
 #include "base/util.h"
 #include "config/config.h"
 #include "http/server.h"
 #include "jail/policy.h"
 #include "pool/jailer.h"
 
-static int open_listener(const struct config *cfg, int *ret, char *err, size_t errlen)
+static int open_listener(const char *addr, int port, const char *what, int *ret, char *err,
+                         size_t errlen)
 {
         struct sockaddr_storage ss = {0};
         socklen_t len;
         struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
         struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        if (inet_pton(AF_INET, cfg->listen, &in4->sin_addr) == 1) {
+        if (inet_pton(AF_INET, addr, &in4->sin_addr) == 1) {
                 in4->sin_family = AF_INET;
-                in4->sin_port = htons((uint16_t)cfg->port);
+                in4->sin_port = htons((uint16_t)port);
                 len = sizeof(*in4);
-        } else if (inet_pton(AF_INET6, cfg->listen, &in6->sin6_addr) == 1) {
+        } else if (inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1) {
                 in6->sin6_family = AF_INET6;
-                in6->sin6_port = htons((uint16_t)cfg->port);
+                in6->sin6_port = htons((uint16_t)port);
                 len = sizeof(*in6);
         } else {
-                snprintf(err, errlen, "server.listen: '%s' is not an IP address", cfg->listen);
+                snprintf(err, errlen, "%s: '%s' is not an IP address", what, addr);
                 return -EINVAL;
         }
         _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int one = 1;
         if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
             bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 511) < 0) {
-                snprintf(err, errlen, "cannot listen on %s port %d: %s", cfg->listen, cfg->port,
-                         strerror(errno));
-                return -errno;
+                int e = errno;
+                snprintf(err, errlen, "cannot listen on %s port %d (%s): %s%s", addr, port, what,
+                         strerror(e),
+                         e == EADDRINUSE ? "; another process (another lockboxd, or "
+                                           "dify-sandbox?) holds it"
+                                         : "");
+                return -e;
         }
         *ret = TAKE_FD(fd);
         return 0;
+}
+
+static int open_listeners(const struct config *cfg, int *ret_api, int *ret_metrics, char *err,
+                          size_t errlen)
+{
+        int r = open_listener(cfg->listen, cfg->port, "app.port", ret_api, err, errlen);
+        if (r < 0 || !cfg->metrics || !*cfg->metrics_listen)
+                return r;
+        char addr[64];
+        int port;
+        if (parse_host_port(cfg->metrics_listen, addr, sizeof(addr), &port) < 0) {
+                snprintf(err, errlen, "server.metrics_listen: '%s' is not ADDRESS:PORT",
+                         cfg->metrics_listen);
+                return -EINVAL;
+        }
+        return open_listener(addr, port, "server.metrics_listen", ret_metrics, err, errlen);
 }
 
 static int lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *err,
@@ -80,6 +105,101 @@ static int lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *e
                 return -EINVAL;
         }
         return 0;
+}
+
+/* ---- start-up checks: refuse with one clear line what cannot work --------- */
+
+static const struct {
+        int cap;
+        const char *name, *why;
+} needed_caps[] = {
+        {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "namespaces and mounts"},
+        {CAP_SETUID, "CAP_SETUID", "runs' UIDs"},
+        {CAP_SETGID, "CAP_SETGID", "runs' GIDs"},
+        {CAP_SETPCAP, "CAP_SETPCAP", "emptying runs' capability bounding set"},
+        {CAP_KILL, "CAP_KILL", "stopping runs"},
+        {CAP_CHOWN, "CAP_CHOWN", "sealing the dependency layer"},
+        {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE", "cgroups and staging directories"},
+};
+
+static int check_capabilities(char *err, size_t errlen)
+{
+        struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct data[2] = {0};
+        if (syscall(SYS_capget, &hdr, data) < 0) {
+                snprintf(err, errlen, "cannot read capabilities: %s", strerror(errno));
+                return -errno;
+        }
+        char missing[256] = "";
+        for (size_t i = 0; i < ELEMENTSOF(needed_caps); i++) {
+                int c = needed_caps[i].cap;
+                if (!(data[c / 32].effective & (1U << (c % 32))))
+                        snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
+                                 "%s%s (%s)", *missing ? ", " : "", needed_caps[i].name,
+                                 needed_caps[i].why);
+        }
+        if (!*missing)
+                return 0;
+        snprintf(err, errlen, "missing capabilities: %s; in a container add them "
+                              "(docs/DEPLOY.md), do not use --privileged", missing);
+        return -EPERM;
+}
+
+/* Try in a child what every run needs: the namespaces and a private mount.
+ * A container's default seccomp or AppArmor profile fails here. */
+static int probe_namespaces(char *err, size_t errlen)
+{
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return 0; /* no verdict; runs will tell */
+        pid_t pid = fork();
+        if (pid == 0) {
+                int step = 0, e = 0;
+                if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                            CLONE_NEWNET | CLONE_NEWCGROUP) < 0)
+                        e = errno;
+                else if (step = 1, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                        e = errno;
+                else if (step = 2, mount("lockbox-probe", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+                                         "size=64k") < 0)
+                        e = errno;
+                int msg[2] = {step, e};
+                _exit(write(p[1], msg, sizeof(msg)) == sizeof(msg) ? 0 : 1);
+        }
+        close(p[1]);
+        int msg[2] = {0, 0};
+        ssize_t n = pid > 0 ? read(p[0], msg, sizeof(msg)) : -1;
+        close(p[0]);
+        if (pid > 0)
+                waitpid(pid, NULL, 0);
+        if (n != sizeof(msg) || msg[1] == 0)
+                return 0;
+        static const char *const what[] = {"create namespaces (unshare)",
+                                           "make mounts private", "mount a tmpfs"};
+        snprintf(err, errlen, "cannot %s: %s; a container needs CAP_SYS_ADMIN and a seccomp "
+                              "and AppArmor profile that allow it (docs/DEPLOY.md)",
+                 what[msg[0]], strerror(msg[1]));
+        return -msg[1];
+}
+
+static bool loopback_only(const char *addr)
+{
+        struct in_addr a4;
+        struct in6_addr a6;
+        if (inet_pton(AF_INET, addr, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+static void warn_public_key(const struct config *cfg)
+{
+        if (strcmp(cfg->key, "dify-sandbox") != 0 || loopback_only(cfg->listen))
+                return;
+        log_warn(NULL, "security.default_key",
+                 "listen=%s msg=\"the API key is the public default 'dify-sandbox' and the API "
+                 "listens beyond loopback: anyone who reaches port %d can run code. Set app.key "
+                 "(API_KEY).\"",
+                 cfg->listen, cfg->port);
 }
 
 /* The HTTP process: no capabilities, not dumpable (so other processes of
@@ -126,16 +246,25 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
                                       "and switches runs to sandbox UIDs");
                 return 1;
         }
+        if (check_capabilities(err, errlen) < 0 || probe_namespaces(err, errlen) < 0)
+                return 1;
+        warn_public_key(cfg);
         raise_fd_limit();
+        /* a log reader that went away (stderr a closed pipe) must not kill
+         * the jailer; every child resets this before it execs */
+        signal(SIGPIPE, SIG_IGN);
         uid_t uid;
         gid_t gid;
-        _cleanup_close_ int lfd = -1;
+        _cleanup_close_ int lfd = -1, mfd = -1;
         struct jailer *j = NULL;
         if (lookup_user(cfg->user, &uid, &gid, err, errlen) < 0 ||
-            open_listener(cfg, &lfd, err, errlen) < 0 || jailer_new(cfg, &j, err, errlen) < 0)
+            open_listeners(cfg, &lfd, &mfd, err, errlen) < 0 || jailer_new(cfg, &j, err, errlen) < 0)
                 return 1;
-        int sv[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        /* ctrl: runs and installs; logs: the reopened log file, on SIGHUP */
+        int sv[2], lv[2] = {-1, -1};
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+            (log_get_file_fd() >= 0 &&
+             socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lv) < 0)) {
                 snprintf(err, errlen, "control socket: %s", strerror(errno));
                 jailer_free(j);
                 return 1;
@@ -143,22 +272,28 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
         pid_t jailer_pid = getpid();
         pid_t pid = fork();
         if (pid == 0) {
-                int keep[] = {lfd, sv[1], log_get_file_fd()};
+                int keep[] = {lfd, mfd, sv[1], lv[1], log_get_file_fd()};
                 fd_close_all_except(3, keep, ELEMENTSOF(keep));
-                struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .ctrl_fd = sv[1]};
+                struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .metrics_fd = mfd,
+                                             .ctrl_fd = sv[1], .log_sock = lv[1],
+                                             .stats = jailer_stats(j), .jailer_pid = jailer_pid};
                 http_child(cfg, &o, uid, gid, jailer_pid);
         }
         close(sv[1]);
+        safe_close(lv[1]);
         lfd = safe_close(lfd);
+        mfd = safe_close(mfd);
         if (pid < 0) {
                 snprintf(err, errlen, "fork: %s", strerror(errno));
                 close(sv[0]);
+                safe_close(lv[0]);
                 jailer_free(j);
                 return 1;
         }
         log_set_role("jailer");
-        int code = jailer_run(j, sv[0], pid);
+        int code = jailer_run(j, sv[0], lv[0], pid);
         close(sv[0]);
+        safe_close(lv[0]);
         jailer_free(j);
         return code;
 }

@@ -13,10 +13,12 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "http/metrics.h"
 #include "http/request.h"
 #include "http/result.h"
 #include "ipc/client.h"
 #include "ipc/proto.h"
+#include "ipc/stats.h"
 
 static struct http_reply reply(unsigned status, char *body)
 {
@@ -42,11 +44,11 @@ static int language_id(const char *name)
         return -1;
 }
 
-static int64_t mono_ms(void)
+static int64_t mono_us(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Wait for a worker slot; gives up (false) when the server is stopping. */
@@ -82,26 +84,34 @@ static struct http_reply execute(struct http_state *st, const struct http_call *
                 .output_cap = (size_t)cfg->output_bytes,
                 .deadline_ms = cfg->worker_timeout * 1000 + 30000,
         };
-        int64_t queued = mono_ms();
-        if (!take_worker(st))
+        int64_t queued = mono_us();
+        metrics_queued(1);
+        bool got = take_worker(st);
+        metrics_queued(-1);
+        if (!got)
                 return reply_error(503, -503, "server is shutting down");
-        int64_t started = mono_ms();
+        int64_t started = mono_us();
         struct run_outcome o;
         int r = ipc_run(st->ctrl_fd, &p, &o);
         sem_post(&st->workers);
+        int64_t done = mono_us();
         if (r < 0) {
+                metrics_run(lang, NULL, NULL, false, (uint64_t)(started - queued),
+                            (uint64_t)(done - started));
                 log_error(c->trace->trace_id, "run.ipc_failed", "error=%s",
                           log_q(strerror(-r)));
                 char msg[128];
                 snprintf(msg, sizeof(msg), "sandbox unavailable: %s", strerror(-r));
                 return reply_error(200, -500, msg);
         }
-        log_info(c->trace->trace_id, "run", "lang=%s status=%s exit_code=%d queue_ms=%lld "
-                 "total_ms=%lld stdout_bytes=%zu stderr_bytes=%zu",
-                 req->language, o.res.status == RUN_STATUS_DONE ? result_status_name(&o.res)
-                                                                 : "refused",
-                 o.res.exit_code, (long long)(started - queued),
-                 (long long)(mono_ms() - queued), o.out.len, o.err.len);
+        const char *outcome = o.res.status == RUN_STATUS_DONE ? result_status_name(&o.res) : NULL;
+        metrics_run(lang, outcome, o.res.syscall_name, o.warm, (uint64_t)(started - queued),
+                    (uint64_t)(done - started));
+        log_info(c->trace->trace_id, "run", "lang=%s outcome=%s exit_code=%d warm=%d "
+                 "queue_ms=%lld run_ms=%lld stdout_bytes=%zu stderr_bytes=%zu",
+                 req->language, outcome ? outcome : "refused", o.res.exit_code, o.warm,
+                 (long long)(started - queued) / 1000, (long long)(done - started) / 1000,
+                 o.out.len, o.err.len);
         char *body = result_run_json(&o);
         run_outcome_free(&o);
         unsigned status = 200;
@@ -219,21 +229,41 @@ struct http_reply route_deps_refresh(struct http_state *st, const struct http_ca
         return list_deps(st);
 }
 
-/* 200 once the service can run code: for now, once the first dependency
- * install has finished (whatever its outcome; the routes above tell it). */
+/* 200 once the service can run code: the interpreters found (Python is
+ * required, the daemon does not start without it), the configured mode's
+ * warm pools filled once, and the first dependency install finished
+ * (whatever its outcome; the dependency routes tell it). */
 struct http_reply route_ready(struct http_state *st, const struct http_call *c)
 {
         json_t *status = read_status(st);
-        bool ready = status && json_is_true(json_object_get(status, "ready"));
-        json_t *root = ready ? json_pack("{s:i,s:s,s:{s:b,s:O}}", "code", 0, "message",
-                                         "success", "data", "ready", 1, "dependencies",
-                                         json_object_get(status, "status"))
-                             : json_pack("{s:i,s:s,s:n}", "code", -503, "message",
-                                         status ? "not ready: installing Python dependencies"
-                                                : "not ready: dependency status unavailable",
-                                         "data");
+        const struct shared_stats *s = st->stats;
+        bool deps = status && json_is_true(json_object_get(status, "ready"));
+        bool python = s && atomic_load(&s->runtime[LANG_PYTHON3]);
+        bool node = s && atomic_load(&s->runtime[LANG_NODEJS]);
+        bool warm = s && atomic_load(&s->warmed);
+        const char *why = !python ? "not ready: the Python interpreter is missing"
+                          : !warm ? "not ready: starting the warm pools"
+                          : !status ? "not ready: dependency status unavailable"
+                          : !deps   ? "not ready: installing Python dependencies"
+                                    : NULL;
+        json_t *root;
+        if (why)
+                root = json_pack("{s:i,s:s,s:n}", "code", -503, "message", why, "data");
+        else
+                root = json_pack("{s:i,s:s,s:{s:b,s:O,s:s,s:{s:b,s:b}}}", "code", 0, "message",
+                                 "success", "data", "ready", 1, "dependencies",
+                                 json_object_get(status, "status"), "pools",
+                                 strcmp(st->cfg->warm_mode, "warm") == 0 ? "warm" : "cold",
+                                 "runtimes", "python3", python, "nodejs", node);
         char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
         json_decref(root);
         json_decref(status);
-        return reply(ready ? 200 : 503, body);
+        return reply(why ? 503 : 200, body);
+}
+
+struct http_reply route_metrics(struct http_state *st, const struct http_call *c)
+{
+        return (struct http_reply){.status = 200,
+                                   .body = metrics_render(atomic_load(&st->in_flight)),
+                                   .content_type = "text/plain; version=0.0.4; charset=utf-8"};
 }

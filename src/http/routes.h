@@ -10,9 +10,11 @@
 #include "base/trace.h"
 
 struct config;
+struct shared_stats;
 
 struct http_state {
         const struct config *cfg;
+        const struct shared_stats *stats; /* the jailer's figures */
         int ctrl_fd;
         sem_t workers;
         atomic_int in_flight; /* run requests accepted: running or queued */
@@ -31,6 +33,7 @@ struct http_call {
 struct http_reply {
         unsigned status;
         char *body;
+        const char *content_type; /* NULL: application/json */
 };
 
 struct http_reply route_health(struct http_state *st, const struct http_call *c);
@@ -39,3 +42,4 @@ struct http_reply route_deps_list(struct http_state *st, const struct http_call 
 struct http_reply route_deps_update(struct http_state *st, const struct http_call *c);
 struct http_reply route_deps_refresh(struct http_state *st, const struct http_call *c);
 struct http_reply route_ready(struct http_state *st, const struct http_call *c);
+struct http_reply route_metrics(struct http_state *st, const struct http_call *c);

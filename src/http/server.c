@@ -5,18 +5,23 @@
 
 #include <errno.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/trace.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "http/metrics.h"
 #include "http/result.h"
 #include "http/routes.h"
 
@@ -30,10 +35,18 @@ struct route {
 static const struct route routes[] = {
         {"GET", "/health", false, route_health},
         {"GET", "/ready", false, route_ready},
+        {"GET", "/metrics", false, route_metrics},
         {"POST", "/v1/sandbox/run", true, route_run},
         {"GET", "/v1/sandbox/dependencies", true, route_deps_list},
         {"POST", "/v1/sandbox/dependencies/update", true, route_deps_update},
         {"GET", "/v1/sandbox/dependencies/refresh", true, route_deps_refresh},
+};
+
+/* One libmicrohttpd daemon: the API's, or the metrics-only one of
+ * server.metrics_listen. */
+struct listener {
+        struct http_state *st;
+        bool metrics_only;
 };
 
 struct request {
@@ -70,7 +83,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *r
         char tp[64];
         trace_format(&rq->trace, tp, sizeof(tp));
         if (rep.body)
-                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                        rep.content_type ? rep.content_type : "application/json");
         MHD_add_response_header(resp, "traceparent", tp);
         if (close_after)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -80,11 +94,22 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *r
         return r;
 }
 
-static const struct route *find_route(const char *method, const char *url, bool *ret_path_known)
+/* /metrics is on the API's port unless turned off or moved to its own
+ * listener, which serves nothing else. */
+static bool route_visible(const struct listener *l, const struct route *r)
+{
+        const struct config *cfg = l->st->cfg;
+        if (r->handle != route_metrics)
+                return !l->metrics_only;
+        return cfg->metrics && (l->metrics_only || !*cfg->metrics_listen);
+}
+
+static const struct route *find_route(const struct listener *l, const char *method,
+                                      const char *url, bool *ret_path_known)
 {
         *ret_path_known = false;
         for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
-                if (strcmp(routes[i].path, url) != 0)
+                if (strcmp(routes[i].path, url) != 0 || !route_visible(l, &routes[i]))
                         continue;
                 *ret_path_known = true;
                 if (strcmp(routes[i].method, method) == 0)
@@ -124,33 +149,39 @@ static struct http_reply too_large(const struct config *cfg)
         char msg[96];
         snprintf(msg, sizeof(msg), "request body larger than %lld bytes",
                  (long long)cfg->max_body_bytes);
-        return (struct http_reply){413, result_error_json(-413, msg)};
+        return (struct http_reply){.status = 413, .body = result_error_json(-413, msg)};
 }
 
 /* First call for a request: route, auth and the declared body size can
  * all be answered before reading the body. */
-static enum MHD_Result first_call(struct http_state *st, struct MHD_Connection *conn,
+static enum MHD_Result first_call(const struct listener *l, struct MHD_Connection *conn,
                                   struct request *rq, const char *method, const char *url)
 {
+        struct http_state *st = l->st;
         bool known;
         if (headers_size(conn) > HEADERS_MAX)
                 return send_reply(conn, rq,
-                                  (struct http_reply){431, result_error_json(
+                                  (struct http_reply){.status = 431, .body = result_error_json(
                                                                    -431, "request headers larger "
                                                                          "than 65536 bytes")},
                                   true);
-        rq->route = find_route(method, url, &known);
+        rq->route = find_route(l, method, url, &known);
         if (!rq->route)
                 return send_reply(conn, rq,
-                                  known ? (struct http_reply){405, result_error_json(
+                                  known ? (struct http_reply){.status = 405, .body = result_error_json(
                                                                           -405, "method not allowed")}
-                                        : (struct http_reply){404, result_error_json(
+                                        : (struct http_reply){.status = 404, .body = result_error_json(
                                                                           -404, "not found")},
                                   false);
         if (rq->route->auth &&
             !key_matches(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key"),
                          st->cfg->key))
-                return send_reply(conn, rq, (struct http_reply){401, NULL}, false);
+                return send_reply(conn, rq,
+                                  (struct http_reply){.status = 401,
+                                                      .body = result_error_json(
+                                                              -401, "missing or wrong API key "
+                                                                    "(X-Api-Key header)")},
+                                  false);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > (unsigned long long)st->cfg->max_body_bytes)
                 return send_reply(conn, rq, too_large(st->cfg), true);
@@ -164,7 +195,7 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
                 return send_reply(conn, rq, too_large(st->cfg), true);
         if (atomic_load(&st->stopping))
                 return send_reply(conn, rq,
-                                  (struct http_reply){503, result_error_json(
+                                  (struct http_reply){.status = 503, .body = result_error_json(
                                                                    -503, "server is shutting down")},
                                   true);
         atomic_fetch_add(&st->active, 1);
@@ -178,8 +209,8 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
                 .trace = &rq->trace,
         };
         struct http_reply rep = rq->route->handle(st, &call);
-        if (!rep.body && rep.status != 401)
-                rep = (struct http_reply){200, result_error_json(-500, "out of memory")};
+        if (!rep.body)
+                rep = (struct http_reply){.status = 200, .body = result_error_json(-500, "out of memory")};
         enum MHD_Result r = send_reply(conn, rq, rep, false);
         atomic_fetch_sub(&st->active, 1);
         return r;
@@ -190,7 +221,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *upload_data, size_t *upload_data_size,
                                   void **req_cls)
 {
-        struct http_state *st = cls;
+        const struct listener *l = cls;
+        struct http_state *st = l->st;
         struct request *rq = *req_cls;
         if (!rq) {
                 rq = calloc(1, sizeof(*rq));
@@ -202,7 +234,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 trace_from_header(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                               "traceparent"),
                                   &rq->trace);
-                return first_call(st, conn, rq, method, url);
+                return first_call(l, conn, rq, method, url);
         }
         if (rq->answered) {
                 *upload_data_size = 0; /* discard the rest of a refused body */
@@ -227,6 +259,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                 return;
         const union MHD_ConnectionInfo *ci =
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        if (ci)
+                metrics_request(rq->route ? rq->route->path : NULL, ci->http_status);
         log_info(rq->trace.trace_id, "http.request", "route=%s status=%u duration_ms=%lld%s",
                  rq->route ? rq->route->path : "-", ci ? ci->http_status : 0,
                  (long long)ms_since(&rq->start),
@@ -244,20 +278,20 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         log_warn(NULL, "http.mhd", "msg=%s", log_q(msg));
 }
 
-static struct MHD_Daemon *start_daemon(struct http_state *st, const struct http_server_opts *o)
+static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
 {
-        const struct config *cfg = o->cfg;
+        const struct config *cfg = l->st->cfg;
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
         /* The logger goes first, or libmicrohttpd warns about it. */
         return MHD_start_daemon(
-                flags, 0, NULL, NULL, on_request, st, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, st,
-                MHD_OPTION_LISTEN_SOCKET, o->listen_fd,
+                flags, 0, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                MHD_OPTION_LISTEN_SOCKET, listen_fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1024 * 1024,
                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, st, MHD_OPTION_END);
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 }
 
 /* Requests in flight finish (each run is bounded by worker_timeout);
@@ -272,11 +306,61 @@ static void drain(struct http_state *st)
                 nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
 }
 
+/* A file descriptor sent by the jailer after it reopened the log file. */
+static void take_log_fd(int sock)
+{
+        char byte;
+        struct iovec iov = {&byte, 1};
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                            .msg_controllen = sizeof(u.buf)};
+        if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) <= 0)
+                return;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int))) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+                log_replace_file(fd);
+                log_info(NULL, "log.reopened", "%s", "");
+        }
+}
+
+/* Until SIGTERM or SIGINT (returned); SIGHUP is the jailer's business. */
+static int wait_for_stop(const sigset_t *mask, int log_sock)
+{
+        int sfd = signalfd(-1, mask, SFD_CLOEXEC);
+        for (;;) {
+                struct pollfd p[2] = {{sfd, POLLIN, 0}, {log_sock, POLLIN, 0}};
+                if (sfd < 0 || (poll(p, log_sock >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)) {
+                        int sig = 0;
+                        sigwait(mask, &sig); /* fall back: signals only */
+                        if (sig != SIGHUP)
+                                return sig;
+                        continue;
+                }
+                if (p[1].revents & POLLIN)
+                        take_log_fd(log_sock);
+                else if (p[1].revents & (POLLHUP | POLLERR))
+                        log_sock = -1;
+                struct signalfd_siginfo si;
+                if ((p[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == sizeof(si) &&
+                    si.ssi_signo != SIGHUP) {
+                        close(sfd);
+                        return (int)si.ssi_signo;
+                }
+        }
+}
+
 int http_server_run(const struct http_server_opts *o)
 {
-        struct http_state st = {.cfg = o->cfg, .ctrl_fd = o->ctrl_fd};
+        struct http_state st = {.cfg = o->cfg, .ctrl_fd = o->ctrl_fd, .stats = o->stats};
         if (sem_init(&st.workers, 0, (unsigned)o->cfg->max_workers) < 0)
                 return 1;
+        metrics_init(o->stats, o->jailer_pid, o->cfg->layer_dir);
         sigset_t mask;
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -284,15 +368,18 @@ int http_server_run(const struct http_server_opts *o)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL); /* MHD's threads inherit it */
         signal(SIGPIPE, SIG_IGN);
-        struct MHD_Daemon *d = start_daemon(&st, o);
+        struct listener api = {&st, false}, metrics = {&st, true};
+        struct MHD_Daemon *d = start_daemon(&api, o->listen_fd), *md = NULL;
+        if (d && o->metrics_fd >= 0 && !(md = start_daemon(&metrics, o->metrics_fd)))
+                MHD_stop_daemon(TAKE_PTR(d));
         if (!d) {
                 log_error(NULL, "http.start_failed", "error=%s", log_q(strerror(errno)));
                 return 1;
         }
-        log_info(NULL, "http.listening", "listen=%s port=%d", o->cfg->listen, o->cfg->port);
-        int sig = 0;
-        while (sigwait(&mask, &sig) == 0 && sig == SIGHUP)
-                ;
+        log_info(NULL, "http.listening", "listen=%s port=%d metrics=%s", o->cfg->listen,
+                 o->cfg->port,
+                 !o->cfg->metrics ? "off" : md ? o->cfg->metrics_listen : "api-port");
+        int sig = wait_for_stop(&mask, o->log_sock);
         atomic_store(&st.stopping, true);
         MHD_socket lfd = MHD_quiesce_daemon(d);
         if (lfd != MHD_INVALID_SOCKET)
@@ -300,6 +387,8 @@ int http_server_run(const struct http_server_opts *o)
         log_info(NULL, "http.stopping", "signal=%d in_flight=%d", sig, atomic_load(&st.in_flight));
         drain(&st);
         MHD_stop_daemon(d);
+        if (md)
+                MHD_stop_daemon(md);
         sem_destroy(&st.workers);
         log_info(NULL, "http.stopped", "%s", "");
         return 0;

@@ -83,8 +83,11 @@ static uint64_t read_u64(const char *dir, const char *file)
         return strtoull(buf, NULL, 10);
 }
 
-/* Mount point of the v1 hierarchy carrying `controller`, or of cgroup2. */
-static char *find_mount(const char *fstype, const char *controller)
+/* Mount point of the v1 hierarchy carrying `controller`, or of cgroup2,
+ * and (ret_root) which directory of the hierarchy is mounted there: not
+ * "/" when a container sees the host's cgroup paths (no cgroup namespace)
+ * but only its own part of the tree. */
+static char *find_mount(const char *fstype, const char *controller, char **ret_root)
 {
         FILE *f = fopen("/proc/self/mountinfo", "re");
         if (!f)
@@ -92,9 +95,9 @@ static char *find_mount(const char *fstype, const char *controller)
         char *line = NULL, *found = NULL;
         size_t cap = 0;
         while (!found && getline(&line, &cap, f) > 0) {
-                char mnt[1024], type[64], opts[1024];
+                char root[1024], mnt[1024], type[64], opts[1024];
                 char *sep = strstr(line, " - ");
-                if (!sep || sscanf(line, "%*s %*s %*s %*s %1023s", mnt) != 1 ||
+                if (!sep || sscanf(line, "%*s %*s %*s %1023s %1023s", root, mnt) != 2 ||
                     sscanf(sep + 3, "%63s %*s %1023s", type, opts) != 2)
                         continue;
                 if (strcmp(type, fstype) != 0)
@@ -108,10 +111,26 @@ static char *find_mount(const char *fstype, const char *controller)
                                 continue;
                 }
                 found = strdup(mnt);
+                if (found && !(*ret_root = strdup(root))) {
+                        free(found);
+                        found = NULL;
+                }
         }
         free(line);
         fclose(f);
         return found;
+}
+
+/* own (from /proc/self/cgroup) as a path below a mount of root, or NULL
+ * when the mount does not show it. */
+static const char *below_root(const char *own, const char *root)
+{
+        size_t n = strlen(root);
+        if (strcmp(root, "/") == 0)
+                return own;
+        if (strncmp(own, root, n) != 0 || (own[n] != '/' && own[n] != '\0'))
+                return NULL;
+        return own[n] ? own + n : "/";
 }
 
 /* This process's path in the hierarchy named by `key` ("memory", "pids",
@@ -218,11 +237,13 @@ static int open_v1(struct cgroup_root *root)
 {
         static const char *const names[H_MAX] = {"memory", "pids"};
         for (int h = 0; h < H_MAX; h++) {
-                _cleanup_free_ char *mnt = find_mount("cgroup", names[h]);
+                _cleanup_free_ char *mroot = NULL;
+                _cleanup_free_ char *mnt = find_mount("cgroup", names[h], &mroot);
                 _cleanup_free_ char *own = own_path(names[h]);
-                if (!mnt || !own)
+                const char *rel = mnt && own ? below_root(own, mroot) : NULL;
+                if (!rel)
                         return -ENOENT;
-                _cleanup_free_ char *base = path_join3(mnt, own, "");
+                _cleanup_free_ char *base = path_join3(mnt, rel, "");
                 if (!base)
                         return -ENOMEM;
                 clean_stale(base);
@@ -237,12 +258,13 @@ static int open_v1(struct cgroup_root *root)
         return 0;
 }
 
-static int open_v2(struct cgroup_root *root, const char *mnt)
+static int open_v2(struct cgroup_root *root, const char *mnt, const char *mroot)
 {
         _cleanup_free_ char *own = own_path("");
-        if (!own)
+        const char *rel = own ? below_root(own, mroot) : NULL;
+        if (!rel)
                 return -ENOENT;
-        _cleanup_free_ char *base = path_join3(mnt, own, "");
+        _cleanup_free_ char *base = path_join3(mnt, rel, "");
         char ctl[512];
         if (!base || read_file(base, "cgroup.controllers", ctl, sizeof(ctl)) < 0 ||
             !strstr(ctl, "memory") || !strstr(ctl, "pids"))
@@ -274,10 +296,11 @@ int cgroup_root_open(struct cgroup_root **ret)
         struct cgroup_root *root = calloc(1, sizeof(*root));
         if (!root)
                 return -ENOMEM;
-        _cleanup_free_ char *unified = find_mount("cgroup2", NULL);
+        _cleanup_free_ char *mroot = NULL;
+        _cleanup_free_ char *unified = find_mount("cgroup2", NULL, &mroot);
         int r = -ENOENT;
         if (unified && strcmp(unified, "/sys/fs/cgroup") == 0) {
-                r = open_v2(root, unified);
+                r = open_v2(root, unified, mroot);
                 root->mode = r == 0 ? CGROUP_V2 : CGROUP_NONE;
         } else {
                 r = open_v1(root);

@@ -290,8 +290,10 @@ int deps_layer_acquire(struct jailer *j, struct layer **ret_layer, int *ret_fd)
         _cleanup_free_ char *p = layer_path(d, d->current->name);
         int fd = p ? (int)syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
                    : -1;
+        /* not noexec: compiled extensions (numpy, ...) are mapped
+         * executable; a run cannot execve anything anyway */
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                              MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+                                              MOUNT_ATTR_NODEV};
         if (fd < 0 || syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
                 int e = errno;
                 safe_close(fd);
@@ -458,6 +460,7 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         char **argv = pip_argv(c, staging);
         sigset_t none;
         sigemptyset(&none);
+        signal(SIGPIPE, SIG_DFL);
         sigprocmask(SIG_SETMASK, &none, NULL);
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (!argv || null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
@@ -770,7 +773,8 @@ int deps_init(struct jailer *j, char *err, size_t errlen)
                 if (!keep)
                         break;
         }
-        if (chmod(d->dir, 0755) < 0) {
+        /* root's, whoever made it: another owner could swap layers */
+        if (chown(d->dir, 0, 0) < 0 || chmod(d->dir, 0755) < 0) {
                 snprintf(err, errlen, "dependencies.layer_dir %s: %s", d->dir, strerror(errno));
                 return -errno;
         }

@@ -20,6 +20,7 @@ struct uidpool;
 struct zygote;
 struct deps;
 struct layer;
+struct shared_stats;
 
 enum watch_kind {
         W_CTRL,
@@ -90,8 +91,10 @@ struct jailer {
         struct cgroup_root *cg;
         struct zygote *zygote;
         struct deps *deps;
+        struct shared_stats *stats; /* published for the HTTP process */
         char **env[2];
         int epfd, sigfd, ctrl, http_pidfd, tickfd;
+        int log_sock; /* to the HTTP process: the reopened log file */
         pid_t http_pid;
         struct watch w_ctrl, w_sig, w_http, w_tick;
         struct run *runs;
@@ -133,6 +136,8 @@ struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network);
 void warm_refill(struct jailer *j);
 void warm_on_armed(struct jailer *j, struct run *run);
 void warm_on_gone(struct jailer *j, struct run *run);
+/* Write pool sizes and the zygote's pid into the shared stats page. */
+void warm_publish(struct jailer *j);
 /* Zygote: ask for a warm child for run (its fds in fds[]); 0 or -errno. */
 int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds);
 bool zygote_up(const struct jailer *j);

@@ -26,6 +26,7 @@
 #include "config/config.h"
 #include "ipc/channel.h"
 #include "ipc/proto.h"
+#include "ipc/stats.h"
 #include "jail/cgroup.h"
 #include "jail/policy.h"
 #include "jail/uidpool.h"
@@ -119,7 +120,7 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         if (!j)
                 return -ENOMEM;
         *j = (struct jailer){.cfg = cfg, .epfd = -1, .sigfd = -1, .ctrl = -1, .http_pidfd = -1,
-                             .tickfd = -1};
+                             .tickfd = -1, .log_sock = -1};
         int r = cgroup_root_open(&j->cg);
         if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min, (uid_t)cfg->uid_max, &j->uids)) < 0)
                 snprintf(err, errlen, "uid pool %d-%d: %s", cfg->uid_min, cfg->uid_max,
@@ -134,6 +135,12 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         for (int net = 0; r == 0 && net <= 1; net++)
                 if (!(j->env[net] = runtime_env(cfg, net)))
                         r = -ENOMEM;
+        if (r == 0 && !(j->stats = stats_map())) {
+                snprintf(err, errlen, "shared statistics page: %s", strerror(errno));
+                r = -ENOMEM;
+        }
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(j->langs); i++)
+                atomic_store(&j->stats->runtime[i], j->langs[i].rt != NULL);
         if (r == 0)
                 r = setup_loop(j, err, errlen);
         if (r == 0)
@@ -170,8 +177,14 @@ struct jailer *jailer_free(struct jailer *j)
         safe_close(j->sigfd);
         safe_close(j->tickfd);
         safe_close(j->http_pidfd);
+        stats_unmap(j->stats);
         free(j);
         return NULL;
+}
+
+struct shared_stats *jailer_stats(struct jailer *j)
+{
+        return j->stats;
 }
 
 /* ---- requests --------------------------------------------------------------- */
@@ -205,8 +218,12 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
                 return;
         }
         if (!slot->rt) {
-                run_refuse(chan, RUN_STATUS_INTERNAL,
-                           "this language's interpreter is not available on the host (see the log)");
+                char msg[160];
+                snprintf(msg, sizeof(msg),
+                         "%s is not available on this host (%s was not found at start-up)",
+                         m->language == LANG_NODEJS ? "nodejs" : "python3",
+                         m->language == LANG_NODEJS ? "nodejs_path" : "python_path");
+                run_refuse(chan, RUN_STATUS_INTERNAL, msg);
                 return;
         }
         struct run *run = warm_take(j, slot, m->network);
@@ -306,12 +323,31 @@ static void begin_stop(struct jailer *j, const char *why)
         j->stop_deadline.tv_sec += j->cfg->worker_timeout + 10;
 }
 
+/* SIGHUP: log rotation. Reopen log_path's file and hand it to the HTTP
+ * process, which cannot open it itself. */
+static void reopen_log(struct jailer *j)
+{
+        int r = log_reopen_file();
+        if (r < 0) {
+                log_error(NULL, "log.reopen_failed", "error=%s", log_q(strerror(-r)));
+                return;
+        }
+        int fd = log_get_file_fd();
+        if (fd < 0 || j->log_sock < 0)
+                return;
+        if ((r = channel_send(j->log_sock, "L", 1, &fd, 1)) < 0)
+                log_warn(NULL, "log.handover_failed", "error=%s", log_q(strerror(-r)));
+        log_info(NULL, "log.reopened", "%s", "");
+}
+
 static void on_signal(struct jailer *j)
 {
         struct signalfd_siginfo si;
         while (read(j->sigfd, &si, sizeof(si)) == sizeof(si)) {
-                if (si.ssi_signo == SIGHUP)
-                        continue; /* nothing to reload yet */
+                if (si.ssi_signo == SIGHUP) {
+                        reopen_log(j);
+                        continue;
+                }
                 if (j->stopping && !j->http_gone) {
                         log_warn(NULL, "jailer.forced_stop", "signal=%u", si.ssi_signo);
                         kill(j->http_pid, SIGKILL);
@@ -472,10 +508,11 @@ static int loop_timeout_ms(struct jailer *j)
         return (int)ms;
 }
 
-int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid)
+int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
 {
         char err[200] = "";
         j->ctrl = ctrl_fd;
+        j->log_sock = log_sock;
         j->http_pid = http_pid;
         j->http_pidfd = (int)syscall(SYS_pidfd_open, http_pid, 0);
         j->w_ctrl = (struct watch){W_CTRL, NULL};
@@ -489,6 +526,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid)
                 return 1;
         }
         warm_refill(j);
+        warm_publish(j);
         while (!(j->http_gone && j->runs == NULL && !warm_zygote_alive(j))) {
                 struct epoll_event evs[32];
                 int n = epoll_wait(j->epfd, evs, ELEMENTSOF(evs), loop_timeout_ms(j));
@@ -501,6 +539,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid)
                         dispatch(j, &evs[i]);
                 sweep(j);
                 warm_refill(j);
+                warm_publish(j);
         }
         log_info(NULL, "jailer.stopped", "exit_code=%d", j->exit_code);
         return j->exit_code;

@@ -13,6 +13,11 @@ struct jailer;
  * filters, UID pool, cgroups, exec guard. err gets one clear line. */
 int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t errlen);
 /* Serve until the HTTP process has exited after SIGTERM/SIGINT (exit 0) or
- * died on its own (exit 1). Every run is killed and cleaned up first. */
-int jailer_run(struct jailer *j, int ctrl_fd, pid_t http_pid);
+ * died on its own (exit 1). Every run is killed and cleaned up first.
+ * log_sock (or -1): where the log file, reopened on SIGHUP, is sent to the
+ * HTTP process. */
+int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid);
 struct jailer *jailer_free(struct jailer *j);
+/* The page of figures the jailer keeps up to date for the HTTP process
+ * (shared memory: map it before forking). */
+struct shared_stats *jailer_stats(struct jailer *j);

@@ -23,6 +23,7 @@
 #include "base/util.h"
 #include "config/config.h"
 #include "ipc/channel.h"
+#include "ipc/stats.h"
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "jail/uidpool.h"
@@ -235,18 +236,23 @@ static void release_identity(struct jailer *j, struct run *run)
         run->uid = 0;
 }
 
-static void release_fds(struct run *run)
+/* Unwatch before closing: a clone that has not yet dropped its inherited
+ * fds holds copies, and while any copy lives epoll keeps the registration
+ * and would report it with a pointer to this run after it is freed. */
+static void release_fds(struct jailer *j, struct run *run)
 {
         int *fds[] = {&run->chan,   &run->timerfd, &run->sync,  &run->listener, &run->pidfd,
                       &run->code_w, &run->out_r,   &run->err_r, &run->report_r};
-        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                jailer_unwatch(j, *fds[i]);
                 *fds[i] = safe_close(*fds[i]);
+        }
 }
 
 static void run_destroy(struct jailer *j, struct run *run)
 {
         release_identity(j, run);
-        release_fds(run);
+        release_fds(j, run);
         free(run);
 }
 
@@ -554,6 +560,8 @@ static void finish_start(struct jailer *j, struct run *run, int status)
         if (run->retired)
                 log_debug(run->trace, "run.retired", "lang=%s", run->slot->rt->name);
         else if (run->chan >= 0 || !j->stopping)
+                atomic_fetch_add(&j->stats->spawn_failures, 1);
+        if (!run->retired && (run->chan >= 0 || !j->stopping))
                 log_error(run->trace, "run.spawn_failed", "lang=%s warm=%d error=%s",
                           run->slot->rt->name, run->warm, log_q(run->failure));
         release_identity(j, run);
@@ -575,6 +583,6 @@ void run_on_exit(struct jailer *j, struct run *run)
         if (run->counted)
                 j->n_active--; /* now: the HTTP side may send the next RUN at once */
         run->counted = false;
-        release_fds(run);
+        release_fds(j, run);
         run->finished = true;
 }

@@ -27,6 +27,7 @@
 #include "base/util.h"
 #include "config/config.h"
 #include "ipc/channel.h"
+#include "ipc/stats.h"
 #include "ipc/zygote_proto.h"
 #include "jail/cgroup.h"
 #include "jail/uidpool.h"
@@ -216,6 +217,36 @@ void warm_on_gone(struct jailer *j, struct run *run)
         p->armed--;
 }
 
+/* Whether the UID range leaves any UID for armed runs at all. */
+static bool can_arm(const struct jailer *j)
+{
+        return j->cfg->uid_max - j->cfg->uid_min + 1 > j->cfg->max_workers;
+}
+
+void warm_publish(struct jailer *j)
+{
+        struct shared_stats *s = j->stats;
+        bool all = true;
+        for (size_t l = 0; l < STATS_LANGS; l++) {
+                struct lang_slot *slot = &j->langs[l];
+                atomic_store(&s->pool_target[l], slot->pool[0] ? slot->pool[0]->target : 0);
+                for (int net = 0; net <= 1; net++) {
+                        const struct pool *p = slot->pool[net];
+                        atomic_store(&s->armed[l][net], p ? p->armed : 0);
+                        atomic_store(&s->spawning[l][net], p ? p->spawning : 0);
+                        if (p && p->active && net == (int)j->cfg->enable_network && p->armed == 0)
+                                all = false;
+                }
+        }
+        /* warm once every pool of the configured mode has served up an armed
+         * run (sticky: a pool drained by load is not a reason to stop
+         * sending traffic) */
+        if (all || !can_arm(j))
+                atomic_store(&s->warmed, 1);
+        atomic_store(&s->active, j->n_active);
+        atomic_store(&s->zygote_pid, j->zygote ? j->zygote->pid : 0);
+}
+
 /* Armed runs never take the UIDs that requests could still need. */
 static bool uid_to_spare(struct jailer *j)
 {
@@ -283,7 +314,7 @@ static char **zygote_argv(struct jailer *j)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = j->langs[LANG_PYTHON3].rt;
-        size_t n = 8 + 2 * (rt->n_ro_paths + c->n_python_preload + 4);
+        size_t n = 9 + 2 * (rt->n_ro_paths + c->n_python_preload + 4);
         char **argv = calloc(n, sizeof(char *));
         size_t k = 0;
         if (!argv)
@@ -293,6 +324,8 @@ static char **zygote_argv(struct jailer *j)
         argv[k++] = c->python_path;
         argv[k++] = (char *)"--hostname";
         argv[k++] = c->hostname;
+        if (strcmp(c->log_format, "json") == 0)
+                argv[k++] = (char *)"--log-json";
         for (size_t i = 0; i < rt->n_ro_paths; i++) {
                 argv[k++] = (char *)"--ro";
                 argv[k++] = rt->ro_paths[i];

@@ -52,7 +52,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         static const struct option opts[] = {
                 {"python", required_argument, NULL, 'p'}, {"hostname", required_argument, NULL, 'h'},
                 {"ro", required_argument, NULL, 'r'},     {"preload", required_argument, NULL, 'm'},
-                {"net-env", required_argument, NULL, 'e'}, {NULL, 0, NULL, 0}};
+                {"net-env", required_argument, NULL, 'e'}, {"log-json", no_argument, NULL, 'j'},
+                {NULL, 0, NULL, 0}};
         int c;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 if (c == 'p')
@@ -65,6 +66,8 @@ static int parse_args(int argc, char **argv, struct args *a)
                         a->preload[a->n_preload++] = optarg;
                 else if (c == 'e' && a->n_net_env < ELEMENTSOF(a->net_env))
                         a->net_env[a->n_net_env++] = optarg;
+                else if (c == 'j')
+                        log_set_json(true);
                 else
                         return -EINVAL;
         }

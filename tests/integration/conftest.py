@@ -323,7 +323,11 @@ class Daemon:
                 uid = int(slot[4:])
                 assert self.uid_min <= uid <= self.uid_max, f"cgroup of a foreign uid: {path}"
                 procs = set(open(os.path.join(path, "cgroup.procs")).read().split())
-                assert procs <= starting, f"processes left in {path}: {procs - starting}"
+                # a refill may have started (or a process ended) since the
+                # children were listed: look at those again
+                strays = {p for p in procs - starting
+                          if (st := proc_status(p)) is not None and st.get("PPid") != str(self.pid)}
+                assert not strays, f"processes left in {path}: {strays}"
                 in_slots |= procs
             assert len(in_slots) <= self.armed_max, f"more processes in {d} than pools hold"
 

@@ -36,6 +36,39 @@ def build_wheel(src_root, out, name, version):
                    check=True, cwd=pkg, capture_output=True, timeout=120)
 
 
+NATIVE_C = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static PyObject *triple(PyObject *self, PyObject *arg)
+{
+        long v = PyLong_AsLong(arg);
+        if (v == -1 && PyErr_Occurred())
+                return NULL;
+        return PyLong_FromLong(3 * v);
+}
+static PyMethodDef methods[] = {{"triple", triple, METH_O, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_speed", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&mod); }
+"""
+
+
+def build_native_wheel(src_root, out):
+    """A wheel with a compiled extension module (like numpy's)."""
+    pkg = os.path.join(src_root, "demo_native")
+    os.makedirs(os.path.join(pkg, "demo_native"))
+    with open(os.path.join(pkg, "demo_native", "__init__.py"), "w") as f:
+        f.write("from ._speed import triple\n")
+    with open(os.path.join(pkg, "speed.c"), "w") as f:
+        f.write(NATIVE_C)
+    with open(os.path.join(pkg, "setup.py"), "w") as f:
+        f.write("from setuptools import setup, Extension\n"
+                "setup(name='demo-native', version='0.3', packages=['demo_native'],\n"
+                "      ext_modules=[Extension('demo_native._speed', ['speed.c'])])\n")
+    subprocess.run([PYTHON, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--disable-pip-version-check", "-q", "-w", out, pkg],
+                   check=True, cwd=pkg, capture_output=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def wheels(_session_tmp):
     """A directory of wheels readable by the unprivileged pip."""
@@ -44,9 +77,10 @@ def wheels(_session_tmp):
     os.makedirs(out)
     for name, version in PACKAGES:
         build_wheel(os.path.join(root, "src"), out, name, version)
+    build_native_wheel(os.path.join(root, "src"), out)
     for d in (root, out):
         os.chmod(d, 0o755)
-    assert len(os.listdir(out)) == len(PACKAGES), os.listdir(out)
+    assert len(os.listdir(out)) == len(PACKAGES) + 1, os.listdir(out)
     yield out
     shutil.rmtree(root, ignore_errors=True)
 
@@ -66,6 +100,12 @@ def wait_ready(daemon, timeout=120):
         time.sleep(0.1)
     log = "\n".join(x for x in daemon.log.splitlines() if "route=/ready" not in x)
     pytest.fail(f"not ready after {timeout} s:\n{log[-4000:]}")
+
+
+def ready_deps(body):
+    """The dependency state a 200 /ready reports."""
+    assert body["code"] == 0 and body["data"]["ready"] is True, body
+    return body["data"]["dependencies"]
 
 
 def listing(daemon):
@@ -111,7 +151,7 @@ def dd(module_daemon_factory, wheels):
 
 
 def test_package_from_wheel_dir_is_importable_and_listed(dd):
-    assert wait_ready(dd)["data"] == {"ready": True, "dependencies": "ok"}
+    assert ready_deps(wait_ready(dd)) == "ok"
     data = listing(dd)
     assert data["dependencies"] == [{"name": "demo-alpha", "version": "1.0"}]
     assert data["last_install"]["status"] == "ok" and data["last_install"]["message"] == ""
@@ -229,8 +269,16 @@ def test_broken_requirement_keeps_old_layer(dd, bad):
     assert data["last_install"]["status"] == "failed"
     assert "ERROR" in data["last_install"]["message"]
     assert layers_on_disk(dd) == before  # no half-built layer left
-    assert wait_ready(dd)["data"]["dependencies"] == "failed"
+    assert ready_deps(wait_ready(dd)) == "failed"
     assert "deps.install_failed" in dd.log
+
+
+def test_compiled_extension_module_imports(dd):
+    write_requirements(dd, "demo-native\n")
+    assert update(dd)["code"] == 0
+    d = dd.run_data("import demo_native, demo_native._speed as s\n"
+                    "print(demo_native.triple(14), s.__file__.endswith('.so'))")
+    assert d["stdout"] == "42 True\n", d
 
 
 def test_dependencies_routes_do_not_touch_node(dd):
@@ -242,7 +290,7 @@ def test_dependencies_routes_do_not_touch_node(dd):
                          ids=["empty", "comments", "absent"])
 def test_empty_or_absent_file_installs_nothing(lockboxd_factory, wheels, text):
     d = lockboxd_factory(_requirements=text, dependencies={"wheel_dir": wheels})
-    assert wait_ready(d)["data"] == {"ready": True, "dependencies": "ok"}
+    assert ready_deps(wait_ready(d)) == "ok"
     data = listing(d)
     assert data["dependencies"] == [] and data["last_install"]["status"] == "ok", data
     assert update(d)["code"] == 0
@@ -254,8 +302,7 @@ def test_empty_or_absent_file_installs_nothing(lockboxd_factory, wheels, text):
 
 def test_failed_install_at_start_up_keeps_serving(lockboxd_factory, wheels):
     d = lockboxd_factory(_requirements="demo-nowhere\n", dependencies={"wheel_dir": wheels})
-    body = wait_ready(d)
-    assert body["data"] == {"ready": True, "dependencies": "failed"}
+    assert ready_deps(wait_ready(d)) == "failed"
     data = listing(d)
     assert data["dependencies"] == [] and data["last_install"]["status"] == "failed"
     assert "demo-nowhere" in data["last_install"]["message"]
@@ -350,18 +397,21 @@ def test_http_mirror_and_background_install(lockboxd_factory, wheels):
         while True:
             r = d.get("/ready")
             assert r.status_code == 503, r.text
-            assert r.json() == {"code": -503, "message": "not ready: installing Python dependencies",
-                                "data": None}
             if listing(d)["installing"]:
                 break
             assert time.monotonic() < deadline, d.log[-3000:]
+            time.sleep(0.05)
+        # warm pools fill meanwhile: then the install is what is awaited
+        deadline = time.monotonic() + 30
+        while (r := d.get("/ready").json())["message"] != "not ready: installing Python dependencies":
+            assert r["code"] == -503 and time.monotonic() < deadline, r
             time.sleep(0.05)
         r = d.run_data("print('serving')")
         assert r["stdout"] == "serving\n", r
         r = d.run_data("import demo_alpha")
         assert "No module named" in r["stderr"], r
         index.hold.set()
-        assert wait_ready(d)["data"] == {"ready": True, "dependencies": "ok"}
+        assert ready_deps(wait_ready(d)) == "ok"
         assert show(d) == ["2.0", LAYER]
         assert "/simple/demo-alpha/" in index.hits
     finally:
@@ -375,8 +425,7 @@ def test_install_timeout_kills_pip_and_keeps_serving(lockboxd_factory, wheels):
     try:
         d = lockboxd_factory(_requirements="demo-alpha==2.0\n", python_pip_mirror_url=index.url,
                              dependencies={"install_timeout": "10s"})
-        body = wait_ready(d, timeout=60)
-        assert body["data"] == {"ready": True, "dependencies": "failed"}
+        assert ready_deps(wait_ready(d, timeout=60)) == "failed"
         msg = listing(d)["last_install"]["message"]
         assert msg.startswith("pip did not finish within 10s (install_timeout)"), msg
         assert settled_layers(d) == []  # the half-built layer is gone

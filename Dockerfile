@@ -1,0 +1,108 @@
+# syntax=docker/dockerfile:1
+#
+# lockbox container image (Debian 12). Build from the repository root:
+#
+#   docker build -t lockbox:0.1.0 .
+#
+# The container needs a few capabilities and no seccomp/AppArmor profile of
+# Docker's; run it as docs/DEPLOY.md says (or with deploy/docker-compose.yaml),
+# never with --privileged and never with --init:
+#
+#   docker run -d --name lockbox -p 8194:8194 -e API_KEY=... \
+#     --cap-drop ALL \
+#     --cap-add SYS_ADMIN --cap-add SETUID --cap-add SETGID --cap-add SETPCAP \
+#     --cap-add KILL --cap-add CHOWN --cap-add DAC_OVERRIDE \
+#     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#     --cgroupns private lockbox:0.1.0
+#
+# Layout, the same under / here as under /etc/lockbox on a host install
+# (deploy/lockboxd.service): conf/config.yaml and
+# dependencies/python-requirements.txt relative to the working directory,
+# so the paths Dify mounts (/conf, /dependencies) are the defaults.
+
+ARG DEBIAN_IMAGE=debian:bookworm-slim
+
+# ---- build: the packages scripts/install-deps names for `make`, no tests ----
+FROM ${DEBIAN_IMAGE} AS build
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+        build-essential pkg-config \
+        libmicrohttpd-dev libjansson-dev libyaml-dev libseccomp-dev \
+        libcurl4-openssl-dev python3 python3-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Makefile ./
+COPY src/ src/
+# build/lockboxd, build/lockbox-pyzygote (embeds this stage's
+# /usr/bin/python3, the same Debian CPython 3.11 as the runtime stage's)
+# and build/lockbox.
+RUN make -j"$(nproc)"
+
+# ---- runtime ----------------------------------------------------------------
+FROM ${DEBIAN_IMAGE}
+ARG DEBIAN_FRONTEND=noninteractive
+# Libraries of the three binaries (lockbox links libcurl), the interpreters
+# runs use, the modules Dify's runner scripts import (python3-socks and
+# python3-socksio let requests and httpx use a SOCKS5_PROXY, as in
+# dify-sandbox's image), pip for the dependency layer, CA certificates and
+# zone data that runs see read-only, and mount(8) for the entrypoint.
+# nodejs is Debian 12's Node.js 18 (nodejs_path /usr/bin/node).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+        libmicrohttpd12 libjansson4 libyaml-0-2 libseccomp2 libpython3.11 libcurl4 \
+        python3 python3-pip python3-requests python3-httpx python3-jinja2 \
+        python3-socks python3-socksio \
+        nodejs ca-certificates tzdata mount \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s /usr/bin/python3 /usr/local/bin/python3 \
+ && ln -s /usr/bin/node /usr/local/bin/node
+# The two links above let old Dify config files that name
+# python_path: /usr/local/bin/python3 or nodejs_path: /usr/local/bin/node
+# start unchanged; both are inside /usr, which every run sees.
+
+# lockbox-pyzygote must sit next to lockboxd (found through /proc/self/exe).
+COPY --from=build /src/build/lockboxd /src/build/lockbox-pyzygote /src/build/lockbox \
+     /usr/local/bin/
+COPY conf/config.yaml /conf/config.yaml
+COPY dependencies/ /dependencies/
+
+# Docker mounts the container's cgroup tree read-only unless --privileged;
+# with CAP_SYS_ADMIN the container may make its own view of it writable (its
+# cgroup namespace shows only the container's own subtree). exec, so that
+# lockboxd is PID 1 and the only process in the container's cgroup: on
+# cgroup v2 it moves itself into a leaf and enables controllers for its
+# runs, which the kernel refuses while another process sits in that group.
+# LOCKBOX_REMOUNT_CGROUP=0 skips the remount.
+COPY --chmod=0755 <<'EOF' /usr/local/sbin/lockbox-entrypoint
+#!/bin/sh
+set -eu
+if [ "${LOCKBOX_REMOUNT_CGROUP:-1}" = 1 ]; then
+        while read -r _dev mnt fstype opts _rest; do
+                case "$fstype" in cgroup | cgroup2) ;; *) continue ;; esac
+                case ",$opts," in *,ro,*) ;; *) continue ;; esac
+                mount -o remount,bind,rw "$mnt" 2>/dev/null ||
+                        echo "lockbox-entrypoint: $mnt stays read-only (needs CAP_SYS_ADMIN and apparmor=unconfined); runs get rlimits instead of cgroups" >&2
+        done </proc/self/mounts
+fi
+exec /usr/local/bin/lockboxd "$@"
+EOF
+
+WORKDIR /
+# dependencies.layer_dir: the installed packages survive a restart of the
+# container (status.json records what they were built from, so an unchanged
+# requirements file is not installed again).
+VOLUME ["/var/lib/lockbox/python-deps"]
+EXPOSE 8194
+STOPSIGNAL SIGTERM
+# /health needs no key. no_proxy: HTTP(S)_PROXY in the environment are meant
+# for the runs, not for this probe.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD no_proxy='*' lockbox health --server "http://127.0.0.1:${SANDBOX_PORT:-8194}" >/dev/null || exit 1
+
+LABEL org.opencontainers.image.title="lockbox" \
+      org.opencontainers.image.description="Code-execution sandbox, drop-in replacement for Dify's sandbox" \
+      org.opencontainers.image.version="0.1.0"
+
+ENTRYPOINT ["/usr/local/sbin/lockbox-entrypoint"]
+CMD ["--config", "/conf/config.yaml"]

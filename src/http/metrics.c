@@ -1,0 +1,366 @@
+/* Prometheus metrics (see metrics.h). Counters are relaxed atomics bumped
+ * by the connection threads; a scrape reads them without stopping anyone,
+ * so one scrape may see a request counted before its run (never the
+ * reverse of a counter going down). */
+#include "http/metrics.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/strbuf.h"
+#include "base/util.h"
+#include "daemon/daemon.h"
+#include "ipc/proto.h"
+#include "ipc/stats.h"
+
+static const char *const route_names[] = {
+        "/health",
+        "/ready",
+        "/metrics",
+        "/v1/sandbox/run",
+        "/v1/sandbox/dependencies",
+        "/v1/sandbox/dependencies/update",
+        "/v1/sandbox/dependencies/refresh",
+        "other", /* unknown paths, and requests refused before routing */
+};
+#define N_ROUTES ELEMENTSOF(route_names)
+#define STATUS_MIN 100
+#define STATUS_MAX 599
+
+static const char *const outcome_names[OUTCOME_COUNT] = {
+        [OUTCOME_OK] = "ok",
+        [OUTCOME_RUNTIME_ERROR] = "runtime_error",
+        [OUTCOME_TIMEOUT] = "timeout",
+        [OUTCOME_SYSCALL_DENIED] = "syscall_denied",
+        [OUTCOME_MEMORY_LIMIT] = "memory_limit",
+        [OUTCOME_OUTPUT_LIMIT] = "output_limit",
+        [OUTCOME_ERROR] = "error",
+};
+
+static const char *const lang_names[STATS_LANGS] = {
+        [LANG_PYTHON3] = "python3",
+        [LANG_NODEJS] = "nodejs",
+};
+
+/* Upper bounds in microseconds; +Inf is implicit. */
+static const uint64_t bucket_us[] = {1000,   2500,   5000,    10000,   25000,   50000,
+                                     100000, 250000, 500000,  1000000, 2500000, 5000000,
+                                     10000000, 30000000, 60000000};
+#define N_BUCKETS ELEMENTSOF(bucket_us)
+
+struct histogram {
+        atomic_ulong bucket[N_BUCKETS + 1]; /* not cumulative; the last is +Inf */
+        atomic_ulong count, sum_us;
+};
+
+#define MAX_SYSCALLS 64
+
+static struct {
+        const struct shared_stats *shared;
+        pid_t jailer_pid;
+        const char *layer_dir;
+        atomic_ulong requests[N_ROUTES][STATUS_MAX - STATUS_MIN + 1];
+        atomic_ulong runs[STATS_LANGS][OUTCOME_COUNT];
+        atomic_ulong warm_runs[STATS_LANGS];
+        struct histogram run_time[STATS_LANGS], queue_time[STATS_LANGS];
+        atomic_int queued;
+        pthread_mutex_t lock; /* guards the syscall table */
+        char syscall_name[MAX_SYSCALLS][32];
+        unsigned long syscall_count[MAX_SYSCALLS];
+        unsigned n_syscalls;
+        unsigned long syscall_other;
+} m = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void metrics_init(const struct shared_stats *shared, pid_t jailer_pid, const char *layer_dir)
+{
+        m.shared = shared;
+        m.jailer_pid = jailer_pid;
+        m.layer_dir = layer_dir;
+}
+
+static size_t route_index(const char *route)
+{
+        for (size_t i = 0; route && i < N_ROUTES - 1; i++)
+                if (strcmp(route_names[i], route) == 0)
+                        return i;
+        return N_ROUTES - 1;
+}
+
+void metrics_request(const char *route, unsigned status)
+{
+        if (status < STATUS_MIN || status > STATUS_MAX)
+                return;
+        atomic_fetch_add_explicit(&m.requests[route_index(route)][status - STATUS_MIN], 1,
+                                  memory_order_relaxed);
+}
+
+enum metrics_outcome metrics_outcome_of(const char *status)
+{
+        for (int i = 0; status && i < OUTCOME_ERROR; i++)
+                if (strcmp(outcome_names[i], status) == 0)
+                        return (enum metrics_outcome)i;
+        return OUTCOME_ERROR;
+}
+
+static void observe(struct histogram *h, uint64_t us)
+{
+        size_t b = 0;
+        while (b < N_BUCKETS && us > bucket_us[b])
+                b++;
+        atomic_fetch_add_explicit(&h->bucket[b], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->sum_us, us, memory_order_relaxed);
+        atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+static void count_syscall(const char *name)
+{
+        pthread_mutex_lock(&m.lock);
+        unsigned i = 0;
+        while (i < m.n_syscalls && strcmp(m.syscall_name[i], name) != 0)
+                i++;
+        if (i == m.n_syscalls && i < MAX_SYSCALLS) {
+                /* a label value: letters, digits and '_' only */
+                size_t k = 0;
+                for (; name[k] && k < sizeof(m.syscall_name[i]) - 1; k++) {
+                        char c = name[k];
+                        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                  (c >= '0' && c <= '9') || c == '_';
+                        m.syscall_name[i][k] = ok ? c : '_';
+                }
+                m.syscall_name[i][k] = '\0';
+                m.n_syscalls++;
+        }
+        if (i < MAX_SYSCALLS)
+                m.syscall_count[i]++;
+        else
+                m.syscall_other++;
+        pthread_mutex_unlock(&m.lock);
+}
+
+void metrics_run(int lang, const char *status, const char *syscall, bool warm,
+                 uint64_t queue_us, uint64_t run_us)
+{
+        if (lang <= 0 || lang >= STATS_LANGS)
+                return;
+        enum metrics_outcome o = metrics_outcome_of(status);
+        atomic_fetch_add_explicit(&m.runs[lang][o], 1, memory_order_relaxed);
+        if (warm)
+                atomic_fetch_add_explicit(&m.warm_runs[lang], 1, memory_order_relaxed);
+        observe(&m.queue_time[lang], queue_us);
+        if (o != OUTCOME_ERROR)
+                observe(&m.run_time[lang], run_us);
+        if (o == OUTCOME_SYSCALL_DENIED && syscall && *syscall)
+                count_syscall(syscall);
+}
+
+void metrics_queued(int delta)
+{
+        atomic_fetch_add(&m.queued, delta);
+}
+
+/* ---- rendering ---------------------------------------------------------------- */
+
+static unsigned long get(atomic_ulong *v)
+{
+        return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+static void header(struct strbuf *sb, const char *name, const char *type, const char *help)
+{
+        strbuf_appendf(sb, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_requests(struct strbuf *sb)
+{
+        header(sb, "lockbox_http_requests_total", "counter",
+               "HTTP requests answered, by route and status code.");
+        for (size_t r = 0; r < N_ROUTES; r++)
+                for (unsigned s = 0; s <= STATUS_MAX - STATUS_MIN; s++) {
+                        unsigned long v = get(&m.requests[r][s]);
+                        if (v)
+                                strbuf_appendf(sb,
+                                               "lockbox_http_requests_total{route=\"%s\",code=\"%u\"} "
+                                               "%lu\n",
+                                               route_names[r], s + STATUS_MIN, v);
+                }
+}
+
+static void render_histogram(struct strbuf *sb, const char *name, struct histogram *hs)
+{
+        for (size_t l = 1; l < STATS_LANGS; l++) {
+                struct histogram *h = &hs[l];
+                unsigned long cum = 0;
+                for (size_t b = 0; b <= N_BUCKETS; b++) {
+                        cum += get(&h->bucket[b]);
+                        if (b < N_BUCKETS)
+                                strbuf_appendf(sb, "%s_bucket{language=\"%s\",le=\"%g\"} %lu\n",
+                                               name, lang_names[l], (double)bucket_us[b] / 1e6,
+                                               cum);
+                        else
+                                strbuf_appendf(sb, "%s_bucket{language=\"%s\",le=\"+Inf\"} %lu\n",
+                                               name, lang_names[l], cum);
+                }
+                strbuf_appendf(sb, "%s_sum{language=\"%s\"} %.6f\n", name, lang_names[l],
+                               (double)get(&h->sum_us) / 1e6);
+                strbuf_appendf(sb, "%s_count{language=\"%s\"} %lu\n", name, lang_names[l],
+                               get(&h->count));
+        }
+}
+
+static void render_runs(struct strbuf *sb, int in_flight)
+{
+        header(sb, "lockbox_runs_total", "counter",
+               "Runs handed to the sandbox, by language and outcome (error: no verdict, the "
+               "sandbox could not run it).");
+        for (size_t l = 1; l < STATS_LANGS; l++)
+                for (int o = 0; o < OUTCOME_COUNT; o++)
+                        strbuf_appendf(sb,
+                                       "lockbox_runs_total{language=\"%s\",outcome=\"%s\"} %lu\n",
+                                       lang_names[l], outcome_names[o], get(&m.runs[l][o]));
+        header(sb, "lockbox_warm_runs_total", "counter",
+               "Runs served by an armed (pre-started) process.");
+        for (size_t l = 1; l < STATS_LANGS; l++)
+                strbuf_appendf(sb, "lockbox_warm_runs_total{language=\"%s\"} %lu\n",
+                               lang_names[l], get(&m.warm_runs[l]));
+        header(sb, "lockbox_run_duration_seconds", "histogram",
+               "Time from a worker slot to the run's result, by language.");
+        render_histogram(sb, "lockbox_run_duration_seconds", m.run_time);
+        header(sb, "lockbox_run_queue_seconds", "histogram",
+               "Time a run waited for one of max_workers slots, by language.");
+        render_histogram(sb, "lockbox_run_queue_seconds", m.queue_time);
+        int queued = atomic_load(&m.queued);
+        header(sb, "lockbox_runs_in_flight", "gauge", "Runs holding a worker slot now.");
+        strbuf_appendf(sb, "lockbox_runs_in_flight %d\n",
+                       in_flight - queued > 0 ? in_flight - queued : 0);
+        header(sb, "lockbox_runs_queued", "gauge", "Runs waiting for a worker slot now.");
+        strbuf_appendf(sb, "lockbox_runs_queued %d\n", queued);
+}
+
+static void render_syscalls(struct strbuf *sb)
+{
+        header(sb, "lockbox_denied_syscalls_total", "counter",
+               "Runs ended for a forbidden system call, by the call's name.");
+        pthread_mutex_lock(&m.lock);
+        for (unsigned i = 0; i < m.n_syscalls; i++)
+                strbuf_appendf(sb, "lockbox_denied_syscalls_total{syscall=\"%s\"} %lu\n",
+                               m.syscall_name[i], m.syscall_count[i]);
+        if (m.syscall_other)
+                strbuf_appendf(sb, "lockbox_denied_syscalls_total{syscall=\"other\"} %lu\n",
+                               m.syscall_other);
+        pthread_mutex_unlock(&m.lock);
+}
+
+static void render_pools(struct strbuf *sb)
+{
+        const struct shared_stats *s = m.shared;
+        if (!s)
+                return;
+        header(sb, "lockbox_pool_armed", "gauge",
+               "Armed processes waiting for a run, by language and network mode.");
+        for (size_t l = 1; l < STATS_LANGS; l++)
+                for (int net = 0; net <= 1; net++)
+                        strbuf_appendf(sb,
+                                       "lockbox_pool_armed{language=\"%s\",network=\"%s\"} %u\n",
+                                       lang_names[l], net ? "true" : "false",
+                                       atomic_load(&s->armed[l][net]));
+        header(sb, "lockbox_pool_starting", "gauge",
+               "Processes starting to refill a pool, by language and network mode.");
+        for (size_t l = 1; l < STATS_LANGS; l++)
+                for (int net = 0; net <= 1; net++)
+                        strbuf_appendf(sb,
+                                       "lockbox_pool_starting{language=\"%s\",network=\"%s\"} "
+                                       "%u\n",
+                                       lang_names[l], net ? "true" : "false",
+                                       atomic_load(&s->spawning[l][net]));
+        header(sb, "lockbox_pool_target", "gauge",
+               "Armed processes each pool keeps (warm.python_pool, warm.nodejs_pool).");
+        for (size_t l = 1; l < STATS_LANGS; l++)
+                strbuf_appendf(sb, "lockbox_pool_target{language=\"%s\"} %u\n", lang_names[l],
+                               atomic_load(&s->pool_target[l]));
+        header(sb, "lockbox_runtime_available", "gauge",
+               "1 when the language's interpreter was found at start-up.");
+        for (size_t l = 1; l < STATS_LANGS; l++)
+                strbuf_appendf(sb, "lockbox_runtime_available{language=\"%s\"} %u\n",
+                               lang_names[l], atomic_load(&s->runtime[l]));
+        header(sb, "lockbox_spawn_failures_total", "counter",
+               "Sandbox processes that ended before they could serve a run.");
+        strbuf_appendf(sb, "lockbox_spawn_failures_total %lu\n",
+                       atomic_load(&((struct shared_stats *)s)->spawn_failures));
+}
+
+/* Resident set of a process, from /proc/<pid>/statm (readable without any
+ * privilege over it). */
+static long long resident_bytes(pid_t pid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+        FILE *f = fopen(path, "re");
+        long long size, resident;
+        int n = f ? fscanf(f, "%lld %lld", &size, &resident) : 0;
+        if (f)
+                fclose(f);
+        return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
+}
+
+static void render_memory(struct strbuf *sb)
+{
+        header(sb, "lockbox_process_resident_memory_bytes", "gauge",
+               "Resident memory of lockboxd's own processes (not of runs).");
+        struct {
+                const char *name;
+                pid_t pid;
+        } procs[] = {{"http", getpid()},
+                     {"jailer", m.jailer_pid},
+                     {"zygote", m.shared ? atomic_load(&m.shared->zygote_pid) : 0}};
+        for (size_t i = 0; i < ELEMENTSOF(procs); i++) {
+                long long rss = procs[i].pid > 0 ? resident_bytes(procs[i].pid) : -1;
+                if (rss >= 0)
+                        strbuf_appendf(sb,
+                                       "lockbox_process_resident_memory_bytes{process=\"%s\"} "
+                                       "%lld\n",
+                                       procs[i].name, rss);
+        }
+}
+
+static void render_deps(struct strbuf *sb)
+{
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/status.json", m.layer_dir ? m.layer_dir : "");
+        json_t *st = json_load_file(path, 0, NULL);
+        if (!st)
+                return;
+        const char *status = json_string_value(json_object_get(st, "status"));
+        header(sb, "lockbox_dependencies_installed", "gauge",
+               "Python packages in the current dependency layer.");
+        strbuf_appendf(sb, "lockbox_dependencies_installed %zu\n",
+                       json_array_size(json_object_get(st, "dependencies")));
+        header(sb, "lockbox_dependencies_last_install_ok", "gauge",
+               "1 when the last dependency install succeeded, 0 when it failed or none ran.");
+        strbuf_appendf(sb, "lockbox_dependencies_last_install_ok %d\n",
+                       status && strcmp(status, "ok") == 0);
+        json_decref(st);
+}
+
+char *metrics_render(int in_flight)
+{
+        struct strbuf sb;
+        strbuf_init(&sb, 4 << 20);
+        header(&sb, "lockbox_build_info", "gauge", "lockboxd's version.");
+        strbuf_appendf(&sb, "lockbox_build_info{version=\"%s\"} 1\n", LOCKBOX_VERSION);
+        render_requests(&sb);
+        render_runs(&sb, in_flight);
+        render_syscalls(&sb);
+        render_pools(&sb);
+        render_deps(&sb);
+        render_memory(&sb);
+        size_t len;
+        char *text = strbuf_steal(&sb, &len);
+        if (!text)
+                text = strdup("");
+        return text;
+}
