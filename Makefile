@@ -54,9 +54,13 @@ CLI_SRCS  := $(sort $(wildcard src/cli/*.c))
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 ZYG_SRCS  := $(sort $(wildcard src/zygote/*.c))
 ZYG_OBJS  := $(ZYG_SRCS:%.c=$(BUILD)/%.o)
+ifneq ($(SAN),)
+  # The zygote runs programs in its own image: see tests/san/zygote_options.c.
+  ZYG_OBJS += $(BUILD)/tests/san/zygote_options.o
+endif
 
-.PHONY: all deps run test unit integration integration-cold clean format \
-        fuzz fuzz-smoke fuzz-regressions
+.PHONY: all deps run test unit integration integration-cold attacks attacks-cold clean \
+        format fuzz fuzz-smoke fuzz-regressions
 
 all: $(BUILD)/lockboxd $(BUILD)/lockbox $(BUILD)/lockbox-pyzygote
 
@@ -103,7 +107,18 @@ integration-cold: all
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
-test: unit integration integration-cold fuzz-smoke
+# tests/attacks: hostile programs against the real daemon, and what must
+# hold after each (docs/TESTING.md).
+attacks: all
+	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
+
+attacks-cold: all
+	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
+	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
+
+test: unit integration integration-cold attacks attacks-cold fuzz-smoke
 
 # libFuzzer targets (tests/fuzz/), always built with clang, ASan and UBSan
 # whatever SAN says; each links only the src/ files it exercises, compiled
@@ -123,7 +138,7 @@ FUZZ_SRCS_fuzz_request      := src/http/request.c src/http/result.c src/base/utf
 FUZZ_SRCS_fuzz_headers      := src/base/trace.c src/http/request.c src/base/utf8.c
 # fuzz_config stands in for src/base/log.c (it drops log lines).
 FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c \
-                               src/base/strbuf.c
+                               src/base/strbuf.c src/base/utf8.c
 FUZZ_SRCS_fuzz_requirements := src/http/deps.c src/base/strbuf.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
 # Runs every seed and committed crash input of target $$t once (libFuzzer

@@ -69,6 +69,7 @@ static struct {
         atomic_ulong warm_runs[STATS_LANGS];
         struct histogram run_time[STATS_LANGS], queue_time[STATS_LANGS];
         atomic_int queued;
+        atomic_ulong refused_runs;
         pthread_mutex_t lock; /* guards the syscall table */
         char syscall_name[MAX_SYSCALLS][32];
         unsigned long syscall_count[MAX_SYSCALLS];
@@ -158,6 +159,11 @@ void metrics_run(int lang, const char *status, const char *syscall, bool warm,
                 count_syscall(syscall);
 }
 
+void metrics_refused_run_connection(void)
+{
+        atomic_fetch_add_explicit(&m.refused_runs, 1, memory_order_relaxed);
+}
+
 void metrics_queued(int delta)
 {
         atomic_fetch_add(&m.queued, delta);
@@ -177,6 +183,10 @@ static void header(struct strbuf *sb, const char *name, const char *type, const 
 
 static void render_requests(struct strbuf *sb)
 {
+        header(sb, "lockbox_http_refused_run_connections_total", "counter",
+               "Connections to lockboxd refused because a sandbox run opened them.");
+        strbuf_appendf(sb, "lockbox_http_refused_run_connections_total %lu\n",
+                       get(&m.refused_runs));
         header(sb, "lockbox_http_requests_total", "counter",
                "HTTP requests answered, by route and status code.");
         for (size_t r = 0; r < N_ROUTES; r++)
@@ -255,28 +265,28 @@ static void render_syscalls(struct strbuf *sb)
         pthread_mutex_unlock(&m.lock);
 }
 
+static void by_lang_and_network(struct strbuf *sb, const char *name, const char *help,
+                                const atomic_uint (*v)[2])
+{
+        header(sb, name, "gauge", help);
+        for (size_t l = 1; l < STATS_LANGS; l++)
+                for (int net = 0; net <= 1; net++)
+                        strbuf_appendf(sb, "%s{language=\"%s\",network=\"%s\"} %u\n", name,
+                                       lang_names[l], net ? "true" : "false",
+                                       atomic_load(&v[l][net]));
+}
+
 static void render_pools(struct strbuf *sb)
 {
         const struct shared_stats *s = m.shared;
         if (!s)
                 return;
-        header(sb, "lockbox_pool_armed", "gauge",
-               "Armed processes waiting for a run, by language and network mode.");
-        for (size_t l = 1; l < STATS_LANGS; l++)
-                for (int net = 0; net <= 1; net++)
-                        strbuf_appendf(sb,
-                                       "lockbox_pool_armed{language=\"%s\",network=\"%s\"} %u\n",
-                                       lang_names[l], net ? "true" : "false",
-                                       atomic_load(&s->armed[l][net]));
-        header(sb, "lockbox_pool_starting", "gauge",
-               "Processes starting to refill a pool, by language and network mode.");
-        for (size_t l = 1; l < STATS_LANGS; l++)
-                for (int net = 0; net <= 1; net++)
-                        strbuf_appendf(sb,
-                                       "lockbox_pool_starting{language=\"%s\",network=\"%s\"} "
-                                       "%u\n",
-                                       lang_names[l], net ? "true" : "false",
-                                       atomic_load(&s->spawning[l][net]));
+        by_lang_and_network(sb, "lockbox_pool_armed",
+                            "Armed processes waiting for a run, by language and network mode.",
+                            s->armed);
+        by_lang_and_network(sb, "lockbox_pool_starting",
+                            "Processes starting to refill a pool, by language and network mode.",
+                            s->spawning);
         header(sb, "lockbox_pool_target", "gauge",
                "Armed processes each pool keeps (warm.python_pool, warm.nodejs_pool).");
         for (size_t l = 1; l < STATS_LANGS; l++)
@@ -290,7 +300,7 @@ static void render_pools(struct strbuf *sb)
         header(sb, "lockbox_spawn_failures_total", "counter",
                "Sandbox processes that ended before they could serve a run.");
         strbuf_appendf(sb, "lockbox_spawn_failures_total %lu\n",
-                       atomic_load(&((struct shared_stats *)s)->spawn_failures));
+                       atomic_load(&s->spawn_failures));
 }
 
 /* Resident set of a process, from /proc/<pid>/statm (readable without any

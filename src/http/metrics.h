@@ -33,6 +33,8 @@ void metrics_request(const char *route, unsigned status);
  * no verdict; the denied syscall's name, if any. */
 void metrics_run(int lang, const char *status, const char *syscall, bool warm,
                  uint64_t queue_us, uint64_t run_us);
+/* A connection refused because a sandbox run opened it. */
+void metrics_refused_run_connection(void);
 /* Runs waiting for a worker slot. */
 void metrics_queued(int delta);
 

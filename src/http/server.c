@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include "base/util.h"
 #include "config/config.h"
 #include "http/metrics.h"
+#include "http/peer.h"
 #include "http/result.h"
 #include "http/routes.h"
 
@@ -47,6 +49,7 @@ static const struct route routes[] = {
 struct listener {
         struct http_state *st;
         bool metrics_only;
+        unsigned port; /* the one it listens on */
 };
 
 struct request {
@@ -278,6 +281,19 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         log_warn(NULL, "http.mhd", "msg=%s", log_q(msg));
 }
 
+/* Runs with network share the host's network: they must not use up the
+ * connections clients need (see peer.h). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+        const struct listener *l = cls;
+        const struct config *cfg = l->st->cfg;
+        if (!peer_is_sandbox_run(addr, addrlen, l->port, (uid_t)cfg->uid_min,
+                                 (uid_t)cfg->uid_max))
+                return MHD_YES;
+        metrics_refused_run_connection();
+        return MHD_NO;
+}
+
 static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
 {
         const struct config *cfg = l->st->cfg;
@@ -285,7 +301,7 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
         /* The logger goes first, or libmicrohttpd warns about it. */
         return MHD_start_daemon(
-                flags, 0, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                flags, 0, on_accept, l, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                 MHD_OPTION_LISTEN_SOCKET, listen_fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
@@ -304,6 +320,16 @@ static void drain(struct http_state *st)
         while ((atomic_load(&st->active) > 0 || atomic_load(&st->in_flight) > 0) &&
                ms_since(&start) < limit_ms)
                 nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
+}
+
+static unsigned listen_port(int fd)
+{
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+                return 0;
+        return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
 }
 
 /* A file descriptor sent by the jailer after it reopened the log file. */
@@ -368,7 +394,8 @@ int http_server_run(const struct http_server_opts *o)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL); /* MHD's threads inherit it */
         signal(SIGPIPE, SIG_IGN);
-        struct listener api = {&st, false}, metrics = {&st, true};
+        struct listener api = {&st, false, (unsigned)o->cfg->port},
+                        metrics = {&st, true, listen_port(o->metrics_fd)};
         struct MHD_Daemon *d = start_daemon(&api, o->listen_fd), *md = NULL;
         if (d && o->metrics_fd >= 0 && !(md = start_daemon(&metrics, o->metrics_fd)))
                 MHD_stop_daemon(TAKE_PTR(d));

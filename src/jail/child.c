@@ -112,6 +112,13 @@ static int step_mounts(struct child *c)
         return r;
 }
 
+/* A session (and process group) of its own: kill(0, sig) and friends
+ * would otherwise reach the daemon's group, other runs among it. */
+static int step_session(struct child *c)
+{
+        return setsid() < 0 ? -errno : 0;
+}
+
 static int step_hostname(struct child *c)
 {
         return sethostname(c->s->hostname, strlen(c->s->hostname)) < 0 ? -errno : 0;
@@ -193,6 +200,7 @@ static const struct step {
         {"cgroup-attach", step_cgroup_attach},
         {"cgroup-namespace", step_cgroup_ns},
         {"mounts", step_mounts},
+        {"session", step_session},
         {"hostname", step_hostname},
         {"fds", step_fds},
         {"rlimits", step_rlimits},

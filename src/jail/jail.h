@@ -82,6 +82,12 @@ int jail_exec_permit(int listener, pid_t pid, bool *exec_done);
  * 0 or -errno. */
 int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *hostname);
 int jail_root_enter(void);
+/* The run's /etc/hosts from the host's: every name of the server (its
+ * nodename, short or qualified) removed, lines left without a name
+ * dropped, and "127.0.1.1 <hostname>" added, so a run learns no name of
+ * the server and resolves its own. Clipped to outlen. */
+void jail_hosts_text(const char *host_text, const char *nodename, const char *hostname, char *out,
+                     size_t outlen);
 /* base: "" inside the root, or where the new root is before pivot_root. */
 int jail_run_mounts(const char *base, const struct jail_spec *s);
 int jail_mounts_setup(const struct jail_spec *s);

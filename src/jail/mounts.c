@@ -11,11 +11,13 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -113,7 +115,7 @@ static int bind_ro(const char *src)
         return remount_ro(dst, MS_NODEV);
 }
 
-/* Copy a small host file (resolv.conf, hosts) so a dangling symlink on the
+/* Copy a small host file (resolv.conf) so a dangling symlink on the
  * host (systemd-resolved) still gives the run a usable file. */
 static int copy_small(const char *src, const char *dst_in_root)
 {
@@ -125,6 +127,94 @@ static int copy_small(const char *src, const char *dst_in_root)
         ssize_t n = in < 0 ? 0 : read(in, buf, sizeof(buf) - 1);
         buf[n < 0 ? 0 : n] = '\0';
         return write_text(dst, buf, 0444);
+}
+
+/* Whether a hosts-file name is the server's: its nodename, the short form
+ * of it, or a qualified name starting with the short form. */
+static bool names_server(const char *name, size_t n, const char *nodename)
+{
+        size_t full = strlen(nodename), shortn = strcspn(nodename, ".");
+        if (shortn == 0)
+                return false;
+        if ((n == full && strncasecmp(name, nodename, n) == 0) ||
+            (n == shortn && strncasecmp(name, nodename, n) == 0))
+                return true;
+        return n > shortn && name[shortn] == '.' && strncasecmp(name, nodename, shortn) == 0;
+}
+
+static void emit(char *out, size_t outlen, size_t *o, const char *p, size_t n)
+{
+        if (*o + n < outlen) {
+                memcpy(out + *o, p, n);
+                *o += n;
+        }
+}
+
+void jail_hosts_text(const char *host_text, const char *nodename, const char *hostname, char *out,
+                     size_t outlen)
+{
+        size_t o = 0;
+        for (const char *l = host_text; *l;) {
+                size_t len = strcspn(l, "\n");
+                const char *end = l + len, *hash = memchr(l, '#', len);
+                const char *stop = hash ? hash : end;
+                /* the address, then names */
+                const char *p = l;
+                while (p < stop && (*p == ' ' || *p == '\t'))
+                        p++;
+                const char *addr = p;
+                while (p < stop && *p != ' ' && *p != '\t')
+                        p++;
+                size_t alen = (size_t)(p - addr);
+                char names[1024];
+                size_t nn = 0;
+                if (alen < 64) {
+                        memcpy(names, addr, alen);
+                        nn = alen;
+                }
+                while (p < stop) {
+                        while (p < stop && (*p == ' ' || *p == '\t'))
+                                p++;
+                        const char *name = p;
+                        while (p < stop && *p != ' ' && *p != '\t')
+                                p++;
+                        size_t n = (size_t)(p - name);
+                        if (n && nn && !names_server(name, n, nodename) &&
+                            nn + n + 2 < sizeof(names)) {
+                                names[nn++] = ' ';
+                                memcpy(names + nn, name, n);
+                                nn += n;
+                        }
+                }
+                if (nn > alen) { /* the address and at least one name: whole or not at all */
+                        names[nn++] = '\n';
+                        emit(out, outlen, &o, names, nn);
+                }
+                l = *end ? end + 1 : end;
+        }
+        char own[128];
+        int n = snprintf(own, sizeof(own), "127.0.1.1 %s\n", hostname);
+        if (n > 0)
+                emit(out, outlen, &o, own, (size_t)n);
+        if (outlen)
+                out[o < outlen ? o : outlen - 1] = '\0';
+}
+
+/* The host's /etc/hosts without the server's own names (see jail.h). */
+static int make_hosts(const char *hostname)
+{
+        char in[65536], text[65536], dst[PATH_MAX];
+        struct utsname u;
+        int r = path_in_root(dst, sizeof(dst), "/etc/hosts");
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd = open("/etc/hosts", O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? 0 : read(fd, in, sizeof(in) - 1);
+        in[n < 0 ? 0 : n] = '\0';
+        if (uname(&u) < 0)
+                return -errno;
+        jail_hosts_text(in, u.nodename, hostname, text, sizeof(text));
+        return write_text(dst, text, 0444);
 }
 
 static int make_etc(const char *hostname)
@@ -146,7 +236,7 @@ static int make_etc(const char *hostname)
                 return r;
         if ((r = copy_small("/etc/resolv.conf", "/etc/resolv.conf")) < 0)
                 return r;
-        return copy_small("/etc/hosts", "/etc/hosts");
+        return make_hosts(hostname);
 }
 
 static int make_dev(void)

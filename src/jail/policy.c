@@ -151,14 +151,16 @@ static int add_socket(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 
 static int add_socketpair(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 {
-        /* asyncio's self-pipe needs a connected AF_UNIX pair: it cannot
-         * reach anything outside the process. */
-        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                                 SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)AF_UNIX));
+        /* asyncio's self-pipe needs a connected AF_UNIX stream pair: it
+         * cannot reach anything outside the process. Datagram and seqpacket
+         * pairs could sendto() an abstract name, which with network is the
+         * host's namespace. */
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2,
+                                 SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)AF_UNIX),
+                                 SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf, (uint64_t)SOCK_STREAM));
         if (r < 0)
                 return r;
-        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
-                                SCMP_A0_64(SCMP_CMP_NE, (uint64_t)AF_UNIX));
+        return eperm_otherwise(ctx, nr, 0);
 }
 
 static int add_ioctl(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)

@@ -5,6 +5,8 @@ import base64
 import json
 import textwrap
 
+import pytest
+
 def code(src):
     return textwrap.dedent(src).lstrip("\n")
 
@@ -339,3 +341,19 @@ def test_whitespace_only_code_runs(daemon):
 def test_crlf_source(daemon):
     d = daemon.run_data("x = 1\r\nif x:\r\n    print('crlf')\r\n")
     assert d["stdout"] == "crlf\n"
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_asyncio_event_loop_works(daemon, network):
+    # asyncio's self-pipe is a stream socketpair(AF_UNIX), the one kind of
+    # unix socket the policy allows
+    d = daemon.run_data(code("""
+        import asyncio
+        async def twice(x):
+            await asyncio.sleep(0.01)
+            return 2 * x
+        async def main():
+            return await asyncio.gather(*(twice(i) for i in range(5)))
+        print(asyncio.run(main()))
+    """), enable_network=network)
+    assert d["stdout"] == "[0, 2, 4, 6, 8]\n", d
