@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -172,6 +173,31 @@ static int step_identity(struct child *c)
         return jail_identity_drop(c->s->uid, c->s->gid);
 }
 
+/* Landlock scopes (ABI 6, Linux 6.12), defence in depth behind the
+ * session and the socket rules: the run can neither signal a process nor
+ * reach an abstract unix socket outside its own domain (the host's, other
+ * runs'). No rules, so nothing else changes. Skipped where the kernel
+ * lacks them. */
+#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define LL_SCOPE_SIGNAL (1ULL << 1)
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+
+static int step_landlock(struct child *c)
+{
+        struct {
+                uint64_t handled_access_fs, handled_access_net, scoped;
+        } attr = {0, 0, LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL};
+        long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+        if (abi < 6)
+                return 0;
+        int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        if (fd < 0)
+                return -errno;
+        int r = syscall(SYS_landlock_restrict_self, fd, 0) < 0 ? -errno : 0;
+        close(fd);
+        return r;
+}
+
 static int step_seccomp(struct child *c)
 {
         struct sock_fprog prog = {.len = c->s->filter->len, .filter = c->s->filter->insns};
@@ -205,6 +231,7 @@ static const struct step {
         {"fds", step_fds},
         {"rlimits", step_rlimits},
         {"identity", step_identity},
+        {"landlock", step_landlock},
         {"seccomp", step_seccomp},
         {"hand-listener", step_hand_listener},
 };
