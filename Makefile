@@ -125,8 +125,8 @@ test: unit integration integration-cold attacks attacks-cold fuzz-smoke
 # straight in with the fuzzer's coverage instrumentation.
 FUZZ_CC      ?= clang
 FUZZ_BUILD   := build/fuzz
-FUZZ_TIME    ?= 45
-FUZZ_TARGETS := fuzz_request fuzz_headers fuzz_config fuzz_requirements
+FUZZ_TIME    ?= 20
+FUZZ_TARGETS := fuzz_request fuzz_headers fuzz_config fuzz_deps
 FUZZ_PKGS    := jansson yaml-0.1 libseccomp
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE $(WARN) -Wno-unknown-warning-option -g -O1 \
                 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
@@ -139,7 +139,7 @@ FUZZ_SRCS_fuzz_headers      := src/base/trace.c src/http/request.c src/base/utf8
 # fuzz_config stands in for src/base/log.c (it drops log lines).
 FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c \
                                src/base/strbuf.c src/base/utf8.c
-FUZZ_SRCS_fuzz_requirements := src/http/deps.c src/base/strbuf.c
+FUZZ_SRCS_fuzz_deps         := src/pool/deps_text.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
 # Runs every seed and committed crash input of target $$t once (libFuzzer
 # runs the files named on its command line); the log is shown on failure.

@@ -214,6 +214,9 @@ static char *run_failure_json(const struct proto_result *r)
                 return result_error_json(
                     -429, "no sandbox identity free: all UIDs of the pool are in use");
         case RUN_STATUS_BUSY:
+                /* The jailer names the reason when it is not plain capacity. */
+                if (r->message[0] && memchr(r->message, 0, sizeof(r->message)))
+                        return result_error_json(-503, r->message);
                 return result_error_json(-503, "Too many requests");
         default:
                 break;

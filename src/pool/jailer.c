@@ -214,7 +214,8 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
 {
         struct lang_slot *slot = &j->langs[m->language];
         if (j->stopping || j->n_active >= (unsigned)j->cfg->max_workers) {
-                run_refuse(chan, RUN_STATUS_BUSY, NULL);
+                run_refuse(chan, RUN_STATUS_BUSY,
+                           j->stopping ? "server is shutting down" : NULL);
                 return;
         }
         if (!slot->rt) {
@@ -382,25 +383,53 @@ static bool tracked(const struct jailer *j, pid_t pid)
         return false;
 }
 
+/* The jailer's children now, from /proc (at most max); -1 if unreadable. */
+static int list_children(pid_t *out, int max)
+{
+        char path[64], buf[4096];
+        snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        int k = 0;
+        for (char *save = NULL, *t = strtok_r(buf, " \n", &save); t && k < max;
+             t = strtok_r(NULL, " \n", &save))
+                if ((out[k] = (pid_t)atoi(t)) > 0)
+                        k++;
+        return k;
+}
+
 /* A child nobody tracks (one the zygote cloned just before it died, so its
  * SPAWNED never came) exits by itself when its pipes close; reap it then.
  * Only while no SPAWNED is pending, or a pid about to be named could go. */
 static void reap_strays(struct jailer *j)
 {
-        char path[64], buf[4096];
+        pid_t kids[512];
         if (warm_spawns_pending(j))
                 return;
-        snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return;
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        for (char *save = NULL, *t = strtok_r(buf, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
-                pid_t pid = (pid_t)atoi(t);
-                if (pid > 0 && !tracked(j, pid) && waitpid(pid, NULL, WNOHANG) == pid)
-                        log_warn(NULL, "jailer.reaped_stray", "pid=%d", (int)pid);
+        int n = list_children(kids, (int)ELEMENTSOF(kids));
+        for (int i = 0; i < n; i++)
+                if (!tracked(j, kids[i]) && waitpid(kids[i], NULL, WNOHANG) == kids[i])
+                        log_warn(NULL, "jailer.reaped_stray", "pid=%d", (int)kids[i]);
+}
+
+/* At exit nothing is tracked any more; a stray still exiting (or not yet
+ * reaped) must not outlive lockboxd, so kill it and wait for it. */
+static void reap_all_children(void)
+{
+        pid_t kids[512];
+        int n;
+        for (int round = 0; round < 64 && (n = list_children(kids, (int)ELEMENTSOF(kids))) > 0;
+             round++) {
+                for (int i = 0; i < n; i++) {
+                        kill(kids[i], SIGKILL);
+                        if (RETRY_EINTR(waitpid(kids[i], NULL, 0)) == kids[i])
+                                log_warn(NULL, "jailer.reaped_stray", "pid=%d at exit",
+                                         (int)kids[i]);
+                }
         }
 }
 
@@ -541,6 +570,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
                 warm_refill(j);
                 warm_publish(j);
         }
+        reap_all_children();
         log_info(NULL, "jailer.stopped", "exit_code=%d", j->exit_code);
         return j->exit_code;
 }

@@ -14,12 +14,19 @@ import requests
 from conftest import LOCKBOXD, daemon_cgroup_dirs, processes_in_uid_range
 
 
+MARK = "open('/tmp/.running', 'w').close()\n"
+
+
 def wait_for_run_in_progress(d, timeout=10.0):
-    """Block until a process of d's sandbox UID range exists."""
+    """Block until a run that began with MARK is executing: a process of
+    d's sandbox UID range whose own /tmp holds the marker. (Processes of
+    the warm pools live in that range too, waiting for code, so the UID
+    alone does not tell a run from an armed one.)"""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if processes_in_uid_range(d.uid_min, d.uid_max):
-            return
+        for pid, _, _ in processes_in_uid_range(d.uid_min, d.uid_max):
+            if os.path.exists(f"/proc/{pid}/root/tmp/.running"):
+                return
         time.sleep(0.01)
     pytest.fail("the run never started")
 
@@ -128,7 +135,7 @@ def test_sigterm_lets_the_run_in_flight_finish(lockboxd_factory):
 
     def go():
         t0 = time.monotonic()
-        r = d.run_response("import time\nprint('started', flush=True)\ntime.sleep(2)\n"
+        r = d.run_response(MARK + "import time\nprint('started', flush=True)\ntime.sleep(2)\n"
                            "print('finished')", session=d.new_session())
         result["status"] = r.status_code
         result["body"] = r.json()
@@ -154,7 +161,7 @@ def test_sigterm_refuses_new_work_while_draining(lockboxd_factory):
     d = lockboxd_factory()
     keepalive = d.new_session()
     d.run_data("print('warm')", session=keepalive)
-    t = threading.Thread(target=lambda: d.run("import time\ntime.sleep(2)",
+    t = threading.Thread(target=lambda: d.run(MARK + "import time\ntime.sleep(2)",
                                               session=d.new_session()))
     t.start()
     wait_for_run_in_progress(d)
@@ -184,7 +191,7 @@ def test_sigterm_with_runaway_run_still_exits_zero(lockboxd_factory):
     d = lockboxd_factory(worker_timeout=2)
     result = {}
     t = threading.Thread(target=lambda: result.update(
-        r=d.run("while True: pass", session=d.new_session())))
+        r=d.run(MARK + "while True: pass", session=d.new_session())))
     t.start()
     wait_for_run_in_progress(d)
     t0 = time.monotonic()
@@ -202,7 +209,7 @@ def test_sigkilled_daemon_leftovers_are_reaped_by_the_next(lockboxd_factory):
     cg = daemon_cgroup_dirs(a.pid)
     def doomed():
         try:
-            a.run("import time\ntime.sleep(8)", session=a.new_session())
+            a.run(MARK + "import time\ntime.sleep(8)", session=a.new_session())
         except requests.ConnectionError:
             pass  # expected: the daemon dies under it
 

@@ -1,0 +1,14 @@
+/* Linked into lockbox-pyzygote only in sanitizer builds (make SAN=...).
+ * The zygote's children run the user's Python program in the zygote's own
+ * process image, with the signal handlers it has; ASan's handlers for the
+ * signals a program dies of would turn `ctypes.string_at(0)` into an ASan
+ * report and exit code 1 instead of a death by SIGSEGV. So ASan leaves
+ * those signals alone here; it still reports every bad access it detects.
+ * Options come from this function, not ASAN_OPTIONS: lockboxd and the
+ * jailer give their children a clean environment. */
+const char *__asan_default_options(void);
+
+const char *__asan_default_options(void)
+{
+        return "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0";
+}
