@@ -159,6 +159,34 @@ PY_MACHINE_CODE = src("""
 """)
 
 
+# Python preamble: own_memory(n) yields (maps line, bytes) for every
+# readable mapping of the program's own address space, in 64 KiB pieces
+# that overlap by n - 1 bytes (so a string of n bytes is never cut). The
+# kernel does the reading (write(2) from the address into a pipe), so a
+# mapping that goes away meanwhile (a block this very scan freed) is an
+# EFAULT, not a crash; /proc/self/mem is closed to the run. Mappings over
+# 4 GiB are skipped: only ASan's shadow (sanitized builds) is that big,
+# terabytes of its metadata.
+PY_OWN_MEMORY = src("""
+    import ctypes, os
+    def own_memory(n):
+        libc = ctypes.CDLL(None, use_errno=True)
+        r, w = os.pipe()
+        step = 65536 - (n - 1)
+        for line in open('/proc/self/maps').read().splitlines():
+            rng, perms = line.split()[:2]
+            if perms[0] != 'r' or line.endswith(('[vvar]', '[vsyscall]', '[vvar_vclock]')):
+                continue
+            lo, hi = (int(x, 16) for x in rng.split('-'))
+            if hi - lo > 1 << 32:
+                continue
+            for off in range(lo, hi, step):
+                k = libc.syscall(1, w, ctypes.c_void_p(off), ctypes.c_size_t(min(65536, hi - off)))
+                if k <= 0:
+                    break
+                yield line, os.read(r, k)
+""")
+
 def concurrently(*calls, timeout=60):
     """Run each zero-argument callable in its own thread, started together;
     return their results in order (re-raising the first exception)."""

@@ -7,8 +7,8 @@ import json
 import os
 import time
 
-from attacklib import (assert_memory_limit, assert_ok, assert_output_limit, assert_timeout,
-                       attack_js, attack_py, concurrently, src)
+from attacklib import (PY_OWN_MEMORY, assert_memory_limit, assert_ok, assert_output_limit,
+                       assert_timeout, attack_js, attack_py, concurrently, src)
 
 from conftest import TIGHT_OUTPUT
 
@@ -129,8 +129,8 @@ def searcher_py(secret):
     (outside /usr), /proc, and its own memory, knowing it only by prefix
     and hash so the search does not plant it."""
     prefix, digest, n = secret[:8], hashlib.sha256(secret.encode()).hexdigest(), len(secret)
-    return src(f"""
-        import os, ctypes, hashlib
+    return PY_OWN_MEMORY + src(f"""
+        import os, hashlib
         prefix, digest, n = {prefix!r}.encode(), {digest!r}, {n}
         def has(data):
             i = data.find(prefix)
@@ -157,13 +157,14 @@ def searcher_py(secret):
                             hits.append(p)
                 except OSError:
                     pass
-        for line in open('/proc/self/maps'):
-            rng, perms = line.split()[:2]
-            if perms[0] != 'r' or line.rstrip().endswith(('[vvar]', '[vsyscall]', '[vvar_vclock]')):
-                continue
-            lo, hi = (int(x, 16) for x in rng.split('-'))
-            if has(ctypes.string_at(lo, hi - lo)):
+        scanned, seen = 0, set()
+        for line, data in own_memory(n):
+            scanned += len(data)
+            if line not in seen and has(data):
+                seen.add(line)
                 hits.append(line.strip())
+        if scanned < 1 << 20:
+            hits.append(f'own memory not read ({{scanned}} bytes)')
         print(sorted(p for p in os.listdir('/proc') if p.isdigit()), hits)
     """)
 
