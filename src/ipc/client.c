@@ -2,8 +2,8 @@
  * driven by one poll loop in the request's thread: the RUN goes out, the
  * STARTED brings the pipes, the code goes in, the streams come out; no
  * buffer grows past the output cap, and the loop ends only when the RESULT
- * has arrived and both streams are at EOF, i.e. every process of the run is
- * gone. */
+ * has arrived and both streams are at EOF (the program closed them or is
+ * gone), so the output is complete. */
 #include "ipc/client.h"
 
 #include <errno.h>
@@ -208,6 +208,13 @@ int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret
         if (r < 0) {
                 run_outcome_free(&o);
                 return r;
+        }
+        /* Output past the cap is an output-limit verdict even when the
+         * program ended before the kill for it could be asked (its last
+         * bytes were still in the pipe when the RESULT came). */
+        if (o.truncated && o.res.status == RUN_STATUS_DONE && o.res.reason == REASON_NONE) {
+                o.res.reason = REASON_OUTPUT;
+                o.res.exit_code = -1;
         }
         *ret = o;
         return 0;

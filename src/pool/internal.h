@@ -69,6 +69,7 @@ struct run {
         enum run_state state;
         bool network, warm, zygote, exec_done, killed, finished, counted;
         bool retired; /* killed on purpose before serving: not a failure */
+        bool answered; /* its result went out at its exit report, before the reap */
         int chan, timerfd, sync, listener, pidfd;
         pid_t pid;
         int code_w, out_r, err_r; /* our pipe ends, until STARTED hands them over */

@@ -6,6 +6,7 @@
 #include "pool/jailer.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -209,6 +210,23 @@ static void sanitize_trace(char *t)
                         *t = '_';
 }
 
+/* No UID free, but a run answered at its exit report may still hold one
+ * for the moment its process needs to die: wait for that (at most 100 ms;
+ * it is already SIGKILLed) and reap it. True if a UID came back. */
+static bool reap_answered(struct jailer *j)
+{
+        for (struct run *r = j->runs; r; r = r->next) {
+                if (!r->answered || r->finished || r->pidfd < 0)
+                        continue;
+                struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
+                if (RETRY_EINTR(poll(&p, 1, 100)) == 1) {
+                        run_on_exit(j, r);
+                        return r->finished;
+                }
+        }
+        return false;
+}
+
 /* An armed run if one waits, else a new one (a zygote fork or a cold start). */
 static void serve(struct jailer *j, struct proto_run *m, int chan)
 {
@@ -234,6 +252,8 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
         }
         char err[200] = "";
         int r = run_create(j, slot, m->network, NULL, chan, m->trace_id, err, sizeof(err));
+        if (r == -EAGAIN && reap_answered(j))
+                r = run_create(j, slot, m->network, NULL, chan, m->trace_id, err, sizeof(err));
         if (r == -EAGAIN)
                 run_refuse(chan, RUN_STATUS_NO_IDENTITY, NULL);
         else if (r < 0) {

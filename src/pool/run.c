@@ -179,7 +179,9 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
                 if (dirfd >= 0)
                         fds[n++] = dirfd;
                 if (c->deps >= 0)
-                        fds[n++] = c->deps; /* last: the zygote knows it is there */
+                        fds[n++] = c->deps; /* the zygote knows these two are there */
+                if (c->report >= 0)
+                        fds[n++] = c->report;
                 run->warm = run->zygote = true;
                 int r = zygote_spawn(j, run, fds, n);
                 if (r < 0)
@@ -470,6 +472,31 @@ void run_on_timer(struct jailer *j, struct run *run)
         }
 }
 
+static void answer(struct jailer *j, struct run *run, int status, const struct rusage *ru,
+                   bool reaped);
+
+/* The report came and nothing stopped the run: answer now. The process is
+ * SIGKILLed and its output complete (the bootstrap closed stdout and
+ * stderr first; if something still holds them, the HTTP side waits for
+ * their EOF), so only the kernel's tear-down of the process is left, which
+ * for a copy of the zygote takes ~1.5 ms. Its CPU time is read from its
+ * clock now; its UID, cgroup and layer stay held until it is reaped. */
+static void answer_early(struct jailer *j, struct run *run)
+{
+        struct rusage ru = {0};
+        clockid_t clock;
+        struct timespec ts;
+        if (clock_getcpuclockid(run->pid, &clock) == 0 && clock_gettime(clock, &ts) == 0) {
+                ru.ru_utime.tv_sec = ts.tv_sec;
+                ru.ru_utime.tv_usec = ts.tv_nsec / 1000;
+        }
+        answer(j, run, run->reported << 8, &ru, false);
+        run->answered = true;
+        if (run->counted)
+                j->n_active--; /* its worker slot is free: the HTTP side may send the next */
+        run->counted = false;
+}
+
 /* The program reported its exit code: it is over, end it now rather than
  * wait for its runtime's tear-down. Whatever it wrote is its exit status,
  * as much its own choice as calling exit would be. */
@@ -492,6 +519,8 @@ void run_on_report(struct jailer *j, struct run *run)
         if (run->reason == REASON_NONE) {
                 run->killed = true;
                 syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
+                if (run->pid > 0 && run->state == RUN_ACTIVE)
+                        answer_early(j, run);
         }
 }
 
@@ -528,7 +557,10 @@ static void classify(struct run *run, int status, const struct rusage *ru,
         }
 }
 
-static void finish_program(struct jailer *j, struct run *run, int status, const struct rusage *ru)
+/* The result for the HTTP side, and the run's log line. Once the process
+ * is reaped, its identity goes back before the answer. */
+static void answer(struct jailer *j, struct run *run, int status, const struct rusage *ru,
+                   bool reaped)
 {
         struct cgroup_stats st = {0};
         if (run->cg)
@@ -537,7 +569,8 @@ static void finish_program(struct jailer *j, struct run *run, int status, const 
                                    .status = RUN_STATUS_DONE,
                                    .wall_us = jailer_elapsed_us(&run->start)};
         classify(run, status, ru, &st, j->cfg->cpu_seconds, &res);
-        release_identity(j, run); /* groups gone, UID back: then answer */
+        if (reaped)
+                release_identity(j, run); /* groups gone, UID back: then answer */
         log_info(run->trace, "run.done",
                  "lang=%s warm=%d exit_code=%d reason=%u signal=%d wall_ms=%llu cpu_ms=%llu "
                  "memory_peak=%llu",
@@ -576,8 +609,10 @@ void run_on_exit(struct jailer *j, struct run *run)
         struct rusage ru = {0};
         if (run->pid > 0 && RETRY_EINTR(wait4(run->pid, &status, WNOHANG, &ru)) == 0)
                 return; /* not yet */
-        if (run->state == RUN_ACTIVE)
-                finish_program(j, run, status, &ru);
+        if (run->answered)
+                release_identity(j, run);
+        else if (run->state == RUN_ACTIVE)
+                answer(j, run, status, &ru, true);
         else
                 finish_start(j, run, status);
         if (run->counted)

@@ -424,11 +424,12 @@ int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds
                            .tmp_bytes = c->tmp_bytes,
                            .tmp_inodes = c->tmp_inodes},
         };
-        /* fds after the first four: the cgroup ones, then the layer's */
-        uint32_t cg_fds = (uint32_t)(n_fds - 4 - (run->layer ? 1 : 0));
+        /* fds after the first four: the cgroup ones, the layer's, the report's */
+        m.deps_fd = run->layer != NULL;
+        m.report_fd = run->report_r >= 0;
+        uint32_t cg_fds = (uint32_t)(n_fds - 4 - m.deps_fd - m.report_fd);
         m.cgroup_dirfd = run->cg && cgroup_root_mode(j->cg) == CGROUP_V2;
         m.n_cgroup_procs = m.cgroup_dirfd ? 0 : cg_fds;
-        m.deps_fd = run->layer != NULL;
         int r = channel_send(z->sock, &m, sizeof(m), fds, n_fds);
         if (r < 0)
                 return r;

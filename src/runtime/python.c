@@ -6,9 +6,12 @@
  * and with source lines (the C hook cannot find them, the code has no
  * file), then ends the way Python would (non-daemon threads joined, atexit
  * handlers run, streams flushed) but without tearing the interpreter down,
- * which for a process about to vanish is only time. -I ignores PYTHON* variables, user site and the
- * working directory on sys.path; -B writes no bytecode; -u keeps output
- * printed before a kill. */
+ * which for a process about to vanish is only time. Its last act closes
+ * stdout and stderr and writes the exit status to the report pipe (fd 5),
+ * so the jailer can answer without waiting for the kernel to tear the
+ * process down. -I ignores PYTHON* variables, user site and the working
+ * directory on sys.path; -B writes no bytecode; -u keeps output printed
+ * before a kill. */
 #include "config/config.h"
 #include "jail/jail.h"
 #include "ipc/proto.h"
@@ -70,6 +73,15 @@ const char runtime_python_boot[] =
         "            f.flush()\n"
         "        except BaseException:\n"
         "            pass\n"
+        "    for fd in (1, 2):\n"
+        "        try:\n"
+        "            os.close(fd)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    try:\n"
+        "        os.write(5, b'%d' % (rc & 0xff))\n"
+        "    except OSError:\n"
+        "        pass\n"
         "    os._exit(rc & 0xff)\n"
         "_lockbox_exit(_lockbox_main())\n";
 
@@ -79,7 +91,10 @@ static const char *const python_allow[] = {NULL};
 int runtime_python_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen)
 {
         static const char *const args[] = {"-I", "-B", "-u", "-c", runtime_python_boot};
-        return runtime_new_common("python3", LANG_PYTHON3, cfg->python_path, args,
-                                  sizeof(args) / sizeof(args[0]), python_allow, cfg, ret, err,
-                                  errlen);
+        int r = runtime_new_common("python3", LANG_PYTHON3, cfg->python_path, args,
+                                   sizeof(args) / sizeof(args[0]), python_allow, cfg, ret, err,
+                                   errlen);
+        if (r == 0)
+                (*ret)->exit_report = true; /* the bootstrap's last act */
+        return r;
 }

@@ -238,8 +238,8 @@ static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spa
                 .code_fd = fds[1],
                 .stdout_fd = fds[2],
                 .stderr_fd = fds[3],
-                .report_fd = -1,
-                .deps_fd = m->deps_fd ? fds[nf - 1] : -1,
+                .report_fd = m->report_fd ? fds[nf - 1] : -1,
+                .deps_fd = m->deps_fd ? fds[nf - 1 - (m->report_fd ? 1 : 0)] : -1,
                 .filter = &filters[m->network ? 1 : 0],
                 .cgroup_procs = {-1, -1},
                 .cgroup_dirfd = m->cgroup_dirfd && nf > 4 ? fds[4] : -1,
@@ -253,8 +253,9 @@ static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, 
 {
         char err[200] = "";
         int r = -EINVAL, pid = 0;
-        if (nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) + (m->deps_fd ? 1 : 0) &&
-            m->n_cgroup_procs <= 2) {
+        if (nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) + (m->deps_fd ? 1 : 0) +
+                      (m->report_fd ? 1 : 0) &&
+            m->n_cgroup_procs <= 2 && m->deps_fd <= 1 && m->report_fd <= 1) {
                 struct jail_spec s = spawn_spec(a, m, fds, nf);
                 struct jail_started st;
                 PyOS_BeforeFork();

@@ -72,8 +72,9 @@ def test_python_dotdot_and_proc_root_stay_at_the_jail_root(daemon):
 
 
 def test_python_no_descriptor_of_the_parent_is_inherited(daemon):
-    """Only 0 (/dev/null), 1 and 2 (pipes) are open; none is a directory
-    (fchdir/openat escape) or a socket; fchdir through each fails."""
+    """Only 0 (/dev/null), 1 and 2 (pipes) and 5 (the pipe the bootstrap
+    reports the exit status on) are open; none is a directory (fchdir/openat
+    escape) or a socket; fchdir through each fails."""
     d = attack_py(daemon, src("""
         import os, stat, fcntl
         open_fds = []
@@ -95,7 +96,7 @@ def test_python_no_descriptor_of_the_parent_is_inherited(daemon):
                 pass
         print(open_fds, kinds)
     """))
-    assert_ok(d, "[0, 1, 2] ['chr', 'fifo', 'fifo']\n")
+    assert_ok(d, "[0, 1, 2, 5] ['chr', 'fifo', 'fifo', 'fifo']\n")
 
 
 def test_node_no_descriptor_of_the_parent_is_inherited(daemon):
