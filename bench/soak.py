@@ -194,16 +194,27 @@ def processes_in_uid_range(lo, hi):
     return out
 
 
+_HTTP_PID = {}
+
+
 def daemon_parts(jailer):
-    """{'jailer': pid, 'http': pid, 'zygote': pid} (those that exist)."""
+    """{'jailer': pid, 'http': pid, 'zygote': pid} (those that exist). The
+    HTTP process is the jailer's oldest lockboxd-named child at the first
+    (idle) sample, kept from then on: a cold run is also a lockboxd-named
+    child of the jailer until it executes its interpreter."""
     parts = {"jailer": jailer}
+    named = []
     for k in children_of(jailer):
         st = proc_status(k) or {}
         uid = st.get("Uid", "").split()[:1]
         if st.get("Name") == "lockboxd":
-            parts["http"] = k
+            named.append(k)
         elif st.get("Name", "").startswith("lockbox-pyzygo") and uid == ["0"]:
             parts["zygote"] = k
+    if jailer not in _HTTP_PID and named:
+        _HTTP_PID[jailer] = min(named)
+    if jailer in _HTTP_PID:
+        parts["http"] = _HTTP_PID[jailer]
     return parts
 
 
