@@ -211,18 +211,19 @@ static void sanitize_trace(char *t)
 }
 
 /* No UID free, but a run answered at its exit report may still hold one
- * for the moment its process needs to die: wait for that (at most 100 ms;
- * it is already SIGKILLed) and reap it. True if a UID came back. */
+ * for the moment its process needs to die: wait for the first such run
+ * (at most 100 ms, once: it is already SIGKILLed, and the event loop is
+ * stalled meanwhile) and reap it. True if a UID came back. */
 static bool reap_answered(struct jailer *j)
 {
         for (struct run *r = j->runs; r; r = r->next) {
                 if (!r->answered || r->finished || r->pidfd < 0)
                         continue;
                 struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
-                if (RETRY_EINTR(poll(&p, 1, 100)) == 1) {
-                        run_on_exit(j, r);
-                        return r->finished;
-                }
+                if (RETRY_EINTR(poll(&p, 1, 100)) != 1)
+                        return false;
+                run_on_exit(j, r);
+                return r->finished;
         }
         return false;
 }
