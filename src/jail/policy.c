@@ -415,6 +415,12 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret)
         int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
         if (r >= 0)
                 r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+        /* A binary tree of syscall numbers, not a chain: the kernel
+         * evaluates the filter once per syscall number when it is loaded
+         * (to cache the always-allowed ones), on every run, and a chain
+         * of ~170 rules made that ~0.3 ms of each run's CPU. */
+        if (r >= 0)
+                r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
         if (r >= 0)
                 r = add_all(ctx, o);
         if (r >= 0)

@@ -30,6 +30,7 @@
 #include "jail/jail.h"
 #include "jail/policy.h"
 #include "runtime/runtime.h"
+#include "zygote/arenas.h"
 
 #define CTRL_FD 3
 #define MAX_ITEMS 256
@@ -46,6 +47,10 @@ struct args {
 };
 
 static struct policy_prog filters[2];
+/* The bootstrap, compiled once here rather than in every child (a
+ * compile in the child cost ~1 ms of CPU, most of it copy-on-write
+ * faults). */
+static PyObject *boot_code;
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
@@ -183,9 +188,17 @@ static void huge_pages(void)
                     !(line[n] == '\0' || strncmp(line + n, "[heap]", 6) == 0))
                         continue;
                 unsigned long lo = (a + 0x1fffff) & ~0x1fffffUL, hi = b & ~0x1fffffUL;
-                if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0 &&
-                    madvise((void *)lo, hi - lo, 25 /* MADV_COLLAPSE, Linux 6.1 */) == 0)
-                        total += hi - lo;
+                if (hi <= lo || madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
+                        continue;
+                /* One huge page at a time, each tried twice: a collapse can
+                 * fail for a moment (EAGAIN), and a failure must not cost
+                 * the rest of the range. */
+                for (unsigned long h = lo; h < hi; h += 0x200000)
+                        for (int try = 0; try < 2; try++)
+                                if (madvise((void *)h, 0x200000, 25 /* MADV_COLLAPSE, 6.1 */) == 0) {
+                                        total += 0x200000;
+                                        break;
+                                }
         }
         if (f)
                 fclose(f);
@@ -220,7 +233,11 @@ static _Noreturn void child_run(const struct args *a, bool network)
         Py_XDECREF(environ);
         Py_XDECREF(os);
         PyErr_Clear();
-        PyRun_SimpleString(runtime_python_boot);
+        PyObject *main = PyImport_AddModule("__main__"); /* borrowed */
+        PyObject *g = main ? PyModule_GetDict(main) : NULL;
+        PyObject *r = g ? PyEval_EvalCode(boot_code, g, g) : NULL;
+        if (!r)
+                PyErr_Print();
         _exit(1); /* the bootstrap always exits; this is not reached */
 }
 
@@ -305,9 +322,14 @@ static int setup(const struct args *a)
         if ((r = jail_root_build(a->ro, a->n_ro, a->hostname)) < 0 || (r = jail_root_enter()) < 0 ||
             chdir("/") < 0)
                 return r < 0 ? r : -errno;
+        arenas_install();
         if ((r = python_init(a->python)) < 0)
                 return r;
+        boot_code = Py_CompileString(runtime_python_boot, "<string>", Py_file_input);
+        if (!boot_code)
+                return -EINVAL;
         preload(a);
+        arenas_seal();
         huge_pages();
         if ((r = policy_build_zygote(&own)) < 0)
                 return r;
