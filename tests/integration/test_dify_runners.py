@@ -5,8 +5,10 @@ as Dify sends them, and the result is judged and extracted as Dify does
 between the first and the last <<RESULT>> is the result). SPEC section 3:
 "Dify's python3, jinja2 and javascript runner scripts must work unchanged"."""
 import base64
+import http.client
 import json
 import re
+import socket
 import textwrap
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -538,3 +540,45 @@ def test_concurrent_runs_over_a_keep_alive_pool(daemon):
         assert len(set(ports)) <= 10, ports
     finally:
         s.close()
+
+
+def test_ten_runs_pipelined_on_one_keep_alive_connection(daemon):
+    """The strict reading of "10 concurrent runs over one keep-alive
+    connection": all ten requests written at once on a single socket
+    (HTTP/1.1 pipelining), before any answer is read; the ten answers come
+    back in order on that same connection, each right."""
+    cases = [one_case(i) for i in range(10)]
+    wire = b""
+    for lang, code, inputs, _ in cases:
+        script, preload = transform_caller(lang, code, inputs)
+        body = json.dumps({"language": RUNNERS[lang][2], "code": script, "preload": preload,
+                           "enable_network": True}).encode()
+        wire += (f"POST /v1/sandbox/run HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Api-Key: {KEY}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                 ).encode() + body
+    class OneReader:
+        """Every response parsed from one buffered reader (http.client
+        would make, and close, one per response, losing read-ahead)."""
+        def __init__(self, f):
+            self.f = f
+
+        def makefile(self, mode):
+            return self
+
+        def close(self):
+            pass
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    with socket.create_connection(("127.0.0.1", daemon.port), timeout=60) as sock:
+        sock.sendall(wire)
+        reader = OneReader(sock.makefile("rb"))
+        for lang, _, _, expected in cases:
+            r = http.client.HTTPResponse(reader)
+            r.begin()
+            envelope = json.loads(r.read())
+            assert r.status == 200 and envelope["code"] == 0, envelope
+            assert not r.will_close, "the server closed the connection"
+            assert envelope["data"]["error"] == "", envelope
+            assert transform_response(lang, envelope["data"]["stdout"]) == expected

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import textwrap
 import threading
 import time
@@ -627,3 +628,24 @@ def test_output_just_under_the_cap_is_complete(small):
     d = node(small, f"process.stdout.write('y'.repeat({n}));")
     assert_ok(d, "y" * n)
     assert d["truncated"] is False
+
+
+def test_nodejs_path_from_the_environment_outside_usr(lockboxd_factory):
+    """NODEJS_PATH naming a Node.js that is not /usr/bin/node: runs use that
+    binary, and its prefix (two levels up) is visible read-only in the jail."""
+    prefix = f"/opt/lockbox-test-node-{os.getpid()}"
+    os.makedirs(prefix + "/bin")
+    exe = prefix + "/bin/node"
+    try:
+        try:
+            os.link("/usr/bin/node", exe)  # same file system: no 100 MB copy
+        except OSError:
+            shutil.copy2("/usr/bin/node", exe)
+        d = lockboxd_factory(_env={"NODEJS_PATH": exe})
+        data = node(d, "const fs = require('fs');\n"
+                       "console.log(process.execPath, fs.existsSync('" + exe + "'), 1 + 1);\n"
+                       "try { fs.writeFileSync('" + prefix + "/x', 'x') } catch (e) { console.log(e.code) }")
+        assert_ok(data, f"{exe} true 2\nEROFS\n")
+        d.stop()
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)

@@ -230,6 +230,22 @@ def test_root_is_read_only(daemon):
     assert d["stdout"] == "True False\n"
 
 
+def test_interpreter_tree_is_the_hosts_own_not_a_copy(daemon):
+    """/usr in the jail is a read-only bind of the host's: the very same
+    files (device and inode), nothing copied per run or per daemon."""
+    paths = ("/usr/bin/python3.11", "/usr/lib/python3.11/os.py",
+             "/usr/lib/python3/dist-packages/requests/__init__.py")
+    d = daemon.run_data(code(f"""
+        import os
+        for p in {paths!r}:
+            st = os.stat(p)
+            print(st.st_dev, st.st_ino)
+        print(bool(os.statvfs('/usr').f_flag & os.ST_RDONLY))
+    """))
+    host = "".join(f"{os.stat(p).st_dev} {os.stat(p).st_ino}\n" for p in paths)
+    assert d["stdout"] == host + "True\n", d
+
+
 def test_host_files_are_not_reachable(daemon):
     d = daemon.run_data(code(f"""
         import os
