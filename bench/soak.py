@@ -38,6 +38,9 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from hostcheck import (children_of, files_owned_in_range, lockbox_mounts,  # noqa: E402
+                       proc_status, processes_in_uid_range)
 MAX_MINUTES = 24 * 60          # the run is always bounded
 WORKER_TIMEOUT = 5             # seconds (the default): hostile timeouts end the run
 OUTPUT_CAP = 64 * 1024
@@ -169,31 +172,6 @@ def programs(daemon_pid):
 
 # ------------------------------------------------------------------ /proc
 
-def proc_status(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
-    except OSError:
-        return None
-
-
-def all_pids():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def children_of(pid):
-    return [p for p in all_pids() if (proc_status(p) or {}).get("PPid") == str(pid)]
-
-
-def processes_in_uid_range(lo, hi):
-    out = []
-    for p in all_pids():
-        st = proc_status(p)
-        if st and "Uid" in st and any(lo <= int(u) <= hi for u in st["Uid"].split()):
-            out.append((p, st.get("Name")))
-    return out
-
-
 _HTTP_PID = {}
 
 
@@ -261,27 +239,6 @@ def cgroup_dirs(pid):
             if os.path.isdir(os.path.join(base, f"lockbox.{pid}")):
                 dirs.add(os.path.join(base, f"lockbox.{pid}"))
     return sorted(dirs)
-
-
-def lockbox_mounts():
-    with open("/proc/self/mountinfo") as f:
-        return {line for line in f if "lockbox" in line}
-
-
-def files_owned_in_range(lo, hi, roots=("/tmp", "/var/tmp", "/dev/shm", "/run")):
-    found = []
-    for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
-            if dirpath.count(os.sep) - root.count(os.sep) >= 3:
-                dirnames[:] = []
-            for n in dirnames + filenames:
-                p = os.path.join(dirpath, n)
-                try:
-                    if lo <= os.lstat(p).st_uid <= hi:
-                        found.append(p)
-                except OSError:
-                    pass
-    return found
 
 
 # ------------------------------------------------------------------ daemon

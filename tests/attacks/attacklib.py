@@ -187,6 +187,34 @@ PY_OWN_MEMORY = src("""
                 yield line, os.read(r, k)
 """)
 
+# Node.js preamble: search(needle) walks the whole visible file system
+# (but /usr, /dev and the process's own /proc entries that are huge or
+# hang) and returns the paths whose name or content holds needle.
+JS_SEARCH = src("""
+    const fs = require('fs');
+    function search(needle) {
+        const hits = [];
+        const skip = ['/usr', '/dev', '/proc/1/task', '/proc/self', '/proc/thread-self',
+                      '/proc/1/mem', '/proc/1/pagemap', '/proc/1/clear_refs'];
+        const walk = (dir) => {
+            let names; try { names = fs.readdirSync(dir); } catch (e) { return; }
+            for (const n of names) {
+                const p = dir === '/' ? '/' + n : dir + '/' + n;
+                if (skip.includes(p)) continue;
+                if (n.includes(needle)) hits.push(p);
+                let st; try { st = fs.lstatSync(p); } catch (e) { continue; }
+                if (st.isDirectory()) walk(p);
+                else if (st.isFile()) {
+                    try { if (fs.readFileSync(p, 'latin1').includes(needle)) hits.push(p); } catch (e) {}
+                }
+            }
+        };
+        walk('/');
+        return hits;
+    }
+""")
+
+
 def concurrently(*calls, timeout=60):
     """Run each zero-argument callable in its own thread, started together;
     return their results in order (re-raising the first exception)."""

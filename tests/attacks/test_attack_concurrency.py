@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from attacklib import (PY_OWN_MEMORY, assert_memory_limit, assert_ok, assert_output_limit,
+from attacklib import (JS_SEARCH, PY_OWN_MEMORY, assert_memory_limit, assert_ok, assert_output_limit,
                        assert_timeout, attack_js, attack_py, concurrently, src)
 
 from conftest import TIGHT_OUTPUT
@@ -170,23 +170,9 @@ def searcher_py(secret):
 
 
 def searcher_js(secret):
-    return src(f"""
-        const fs = require('fs');
+    return JS_SEARCH + src(f"""
         const needle = {secret[::-1]!r}.split('').reverse().join('');
-        const hits = [];
-        const walk = (dir) => {{
-            let names; try {{ names = fs.readdirSync(dir); }} catch (e) {{ return; }}
-            for (const n of names) {{
-                const p = dir === '/' ? '/' + n : dir + '/' + n;
-                if (['/usr', '/dev', '/proc/1/task', '/proc/self', '/proc/thread-self', '/proc/1/mem',
-                     '/proc/1/pagemap', '/proc/1/clear_refs'].includes(p)) continue;
-                if (n.includes(needle)) hits.push(p);
-                let st; try {{ st = fs.lstatSync(p); }} catch (e) {{ continue; }}
-                if (st.isDirectory()) walk(p);
-                else if (st.isFile()) {{ try {{ if (fs.readFileSync(p, 'latin1').includes(needle)) hits.push(p); }} catch (e) {{}} }}
-            }}
-        }};
-        walk('/');
+        const hits = search(needle);
         console.log(fs.readdirSync('/proc').filter(p => /^\\d+$/.test(p)).join(','), JSON.stringify(hits));
     """)
 

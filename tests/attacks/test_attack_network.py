@@ -44,7 +44,10 @@ def host_abstract():
     s.close()
 
 
-NO_NET_PY = src("""
+# probe(name, family, type, proto, addr, send) opens a socket (and
+# connects or sends when addr is given) and prints "name OPEN" or "name
+# ERRNO".
+PY_PROBE = src("""
     import socket, errno
     def probe(name, fam, typ, proto=0, addr=None, send=False):
         try:
@@ -57,6 +60,9 @@ NO_NET_PY = src("""
             print(name, 'OPEN')
         except OSError as e:
             print(name, errno.errorcode.get(e.errno, e.errno))
+""")
+
+NO_NET_PY = PY_PROBE + src("""
     probe('tcp4_host', socket.AF_INET, socket.SOCK_STREAM, 0, ('127.0.0.1', PORT))
     probe('tcp6_host', socket.AF_INET6, socket.SOCK_STREAM, 0, ('::1', PORT))
     probe('tcp4_remote', socket.AF_INET, socket.SOCK_STREAM, 0, ('1.1.1.1', 443))
@@ -162,20 +168,15 @@ def test_node_no_network_without_enable_network(daemon, tcp_server):
 # --------------------------------------------------- with network: still forbidden
 
 def test_python_with_network_raw_netlink_packet_unix_stay_forbidden(daemon):
-    d = attack_py(daemon, src("""
-        import socket, errno
-        for name, fam, typ, proto in (('raw', socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP),
-                                      ('raw6', socket.AF_INET6, socket.SOCK_RAW, 58),
-                                      ('netlink', socket.AF_NETLINK, socket.SOCK_RAW, 0),
-                                      ('packet', socket.AF_PACKET, socket.SOCK_DGRAM, 0x0300),
-                                      ('unix', socket.AF_UNIX, socket.SOCK_STREAM, 0),
-                                      ('unix_dgram', socket.AF_UNIX, socket.SOCK_DGRAM, 0),
-                                      ('alg', 38, socket.SOCK_SEQPACKET, 0),
-                                      ('inet_packet_type', socket.AF_INET, 10, 0)):
-            try:
-                socket.socket(fam, typ, proto); print(name, 'OPEN')
-            except OSError as e:
-                print(name, errno.errorcode[e.errno])
+    d = attack_py(daemon, PY_PROBE + src("""
+        probe('raw', socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+        probe('raw6', socket.AF_INET6, socket.SOCK_RAW, 58)
+        probe('netlink', socket.AF_NETLINK, socket.SOCK_RAW, 0)
+        probe('packet', socket.AF_PACKET, socket.SOCK_DGRAM, 0x0300)
+        probe('unix', socket.AF_UNIX, socket.SOCK_STREAM, 0)
+        probe('unix_dgram', socket.AF_UNIX, socket.SOCK_DGRAM, 0)
+        probe('alg', 38, socket.SOCK_SEQPACKET, 0)
+        probe('inet_packet_type', socket.AF_INET, 10, 0)
         s = socket.socket(); s.bind(('127.0.0.1', 0))
         try:
             s.listen(); print('listen OPEN')

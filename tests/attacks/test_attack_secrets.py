@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from attacklib import PY_OWN_MEMORY, assert_exception, assert_ok, attack_js, attack_py, src
+from attacklib import (JS_SEARCH, PY_OWN_MEMORY, assert_exception, assert_ok, attack_js,
+                       attack_py, src)
 
 from conftest import KEY
 
@@ -248,27 +249,14 @@ def test_node_reading_secrets_and_config(daemon):
 
 
 def test_node_environment_proc_and_identity(daemon):
-    d = attack_js(daemon, src(f"""
-        const fs = require('fs'), os = require('os');
+    d = attack_js(daemon, JS_SEARCH + src(f"""
+        const os = require('os');
         console.log(Object.keys(process.env).sort().join(','));
         let environ;
         try {{ environ = fs.readFileSync('/proc/1/environ', 'latin1'); }} catch (e) {{ environ = e.code; }}
         console.log(environ.includes({KEY!r}), fs.readdirSync('/proc').filter(p => /^\\d+$/.test(p)).join(','));
         console.log(process.pid, process.ppid, os.userInfo().username, os.hostname());
-        let hits = [];
-        const walk = (dir) => {{
-            let names; try {{ names = fs.readdirSync(dir); }} catch (e) {{ return; }}
-            for (const n of names) {{
-                const p = dir === '/' ? '/' + n : dir + '/' + n;
-                if (['/usr', '/dev', '/proc/1/task', '/proc/self', '/proc/thread-self', '/proc/1/mem',
-                     '/proc/1/pagemap', '/proc/1/clear_refs'].includes(p)) continue;
-                let st; try {{ st = fs.lstatSync(p); }} catch (e) {{ continue; }}
-                if (st.isDirectory()) walk(p);
-                else if (st.isFile()) {{ try {{ if (fs.readFileSync(p, 'latin1').includes({KEY!r})) hits.push(p); }} catch (e) {{}} }}
-            }}
-        }};
-        walk('/');
-        console.log(JSON.stringify(hits));
+        console.log(JSON.stringify(search({KEY!r})));
     """))
     assert_ok(d)
     lines = d["stdout"].splitlines()

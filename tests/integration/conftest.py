@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -20,6 +21,9 @@ import pytest
 import requests
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from hostcheck import (children_of, files_owned_in_range, lockbox_mounts,  # noqa: E402,F401
+                       proc_status, processes_in_uid_range)
 LOCKBOXD = os.environ.get("LOCKBOXD") or os.path.join(REPO, "build", "lockboxd")
 KEY = "integration-test-key-7f3a"
 # No package by default: pip stays idle; tests/integration/test_deps.py
@@ -71,30 +75,6 @@ def merge(base, extra):
     return out
 
 
-def proc_status(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-
-
-def processes_in_uid_range(lo, hi):
-    """[(pid, name, uids)] of every process whose real/effective/saved/fs
-    UID is in [lo, hi]."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        st = proc_status(name)
-        if not st or "Uid" not in st:
-            continue
-        uids = [int(x) for x in st["Uid"].split()]
-        if any(lo <= u <= hi for u in uids):
-            found.append((int(name), st.get("Name"), uids))
-    return found
-
-
 def eventually(check, timeout):
     """Call check() until it stops raising AssertionError; the last failure
     is raised after timeout seconds."""
@@ -106,16 +86,6 @@ def eventually(check, timeout):
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.01)
-
-
-def children_of(pid):
-    kids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = proc_status(name)
-            if st and st.get("PPid") == str(pid):
-                kids.append(int(name))
-    return kids
 
 
 def daemon_cgroup_dirs(pid):
@@ -130,28 +100,6 @@ def daemon_cgroup_dirs(pid):
                     base = os.path.join(CGROUP_ROOT, c) + (path if path != "/" else "")
                     dirs[c] = os.path.join(base, f"lockbox.{pid}")
     return dirs
-
-
-def lockbox_mounts():
-    with open("/proc/self/mountinfo") as f:
-        return {line for line in f if "lockbox" in line}
-
-
-def files_owned_in_range(lo, hi, roots=("/tmp", "/var/tmp", "/dev/shm", "/run")):
-    found = []
-    for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
-            if dirpath.count(os.sep) - root.count(os.sep) >= 3:
-                dirnames[:] = []
-            for n in dirnames + filenames:
-                p = os.path.join(dirpath, n)
-                try:
-                    uid = os.lstat(p).st_uid
-                except OSError:
-                    continue
-                if lo <= uid <= hi:
-                    found.append(p)
-    return found
 
 
 class Daemon:
