@@ -170,8 +170,24 @@ static void preload(const struct args *a)
 /* Back the interpreter's anonymous memory with transparent huge pages, so
  * each fork copies (and each run's exit tears down) a few page-middle
  * entries instead of thousands of page-table entries. A child's write to a
- * shared huge page splits it and copies 4 KiB, as before. Needs /proc for
- * our own map: mounted for the moment. */
+ * shared huge page splits it and copies 4 KiB, as before. Only 2 MiB
+ * pieces that are at least half in use are collapsed (a collapse fills the
+ * rest with zeroes), and mappings over 1 GiB are left alone (none of
+ * CPython's; ASan's shadow in sanitized builds is terabytes). Needs /proc
+ * for our own map: mounted for the moment. */
+#define HUGE_PAGE 0x200000UL
+
+static bool mostly_resident(unsigned long addr)
+{
+        unsigned char vec[HUGE_PAGE / 4096];
+        if (mincore((void *)addr, HUGE_PAGE, vec) < 0)
+                return false;
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof(vec); i++)
+                n += vec[i] & 1;
+        return n >= sizeof(vec) / 2;
+}
+
 static void huge_pages(void)
 {
         if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -187,16 +203,17 @@ static void huge_pages(void)
                     strncmp(perms, "rw-p", 4) != 0 ||
                     !(line[n] == '\0' || strncmp(line + n, "[heap]", 6) == 0))
                         continue;
-                unsigned long lo = (a + 0x1fffff) & ~0x1fffffUL, hi = b & ~0x1fffffUL;
-                if (hi <= lo || madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
+                unsigned long lo = (a + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = b & ~(HUGE_PAGE - 1);
+                if (hi <= lo || hi - lo > (1UL << 30) ||
+                    madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
                         continue;
                 /* One huge page at a time, each tried twice: a collapse can
                  * fail for a moment (EAGAIN), and a failure must not cost
                  * the rest of the range. */
-                for (unsigned long h = lo; h < hi; h += 0x200000)
-                        for (int try = 0; try < 2; try++)
-                                if (madvise((void *)h, 0x200000, 25 /* MADV_COLLAPSE, 6.1 */) == 0) {
-                                        total += 0x200000;
+                for (unsigned long h = lo; h < hi; h += HUGE_PAGE)
+                        for (int try = 0; try < 2 && mostly_resident(h); try++)
+                                if (madvise((void *)h, HUGE_PAGE, 25 /* MADV_COLLAPSE, 6.1 */) == 0) {
+                                        total += HUGE_PAGE;
                                         break;
                                 }
         }
