@@ -39,12 +39,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from hostcheck import (children_of, files_owned_in_range, lockbox_mounts,  # noqa: E402
-                       proc_status, processes_in_uid_range)
+from hostcheck import (children_of, daemon_cgroups, files_owned_in_range,  # noqa: E402
+                       lockbox_mounts, proc_status, processes_in_uid_range)
 MAX_MINUTES = 24 * 60          # the run is always bounded
 WORKER_TIMEOUT = 5             # seconds (the default): hostile timeouts end the run
 OUTPUT_CAP = 64 * 1024
-CGROUP_ROOT = "/sys/fs/cgroup"
 
 
 # ------------------------------------------------------------------ programs
@@ -217,30 +216,6 @@ def sample(jailer, label, t0):
             "threads_http": int((proc_status(parts.get("http", 0)) or {}).get("Threads", 0))}
 
 
-def cgroup_dirs(pid):
-    """The directories the daemon makes for itself: lockbox.<pid> in the
-    memory and pids hierarchies (cgroup v1), or lockbox.<pid> and the leaf
-    lockboxd.<pid> it moved into (cgroup v2)."""
-    dirs = set()
-    with open(f"/proc/{pid}/cgroup") as f:
-        for line in f:
-            _, ctrls, path = line.rstrip("\n").split(":", 2)
-            ctrls = ctrls.split(",")
-            if ctrls == [""]:
-                base = CGROUP_ROOT + path.rstrip("/")
-                if base.endswith(f"/lockboxd.{pid}"):
-                    base = os.path.dirname(base)
-                    dirs.add(os.path.join(base, f"lockboxd.{pid}"))
-            elif "memory" in ctrls or "pids" in ctrls:
-                c = "memory" if "memory" in ctrls else "pids"
-                base = os.path.join(CGROUP_ROOT, c) + path.rstrip("/")
-            else:
-                continue
-            if os.path.isdir(os.path.join(base, f"lockbox.{pid}")):
-                dirs.add(os.path.join(base, f"lockbox.{pid}"))
-    return sorted(dirs)
-
-
 # ------------------------------------------------------------------ daemon
 
 def free_port():
@@ -306,7 +281,8 @@ class Daemon:
                 break
             try:
                 if self.request("GET", "/health")[0] == 200:
-                    self.cgroups = cgroup_dirs(self.proc.pid)
+                    slots, own = daemon_cgroups(self.proc.pid)
+                    self.cgroups = sorted(slots.values()) + own
                     self.before_files = set(os.listdir(self.workdir))
                     return
             except OSError:

@@ -57,3 +57,29 @@ def files_owned_in_range(lo, hi, roots=("/tmp", "/var/tmp", "/dev/shm", "/run"))
                 if lo <= uid <= hi:
                     found.append(p)
     return found
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def daemon_cgroups(pid):
+    """The cgroups a running lockboxd made, from /proc/PID/cgroup:
+    ({hierarchy: its lockbox.<pid> group, which holds the uid-N slots},
+    [other groups it made]). cgroup v1: {"memory": ..., "pids": ...}, [].
+    cgroup v2: {"unified": .../lockbox.<pid>}, [.../lockboxd.<pid>, the leaf
+    the daemon moved itself into]."""
+    slots, own = {}, []
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            path = path.rstrip("/")
+            if ctrls == "":
+                if path.endswith(f"/lockboxd.{pid}"):
+                    base = CGROUP_ROOT + os.path.dirname(path).rstrip("/")
+                    own.append(CGROUP_ROOT + path)
+                    slots["unified"] = os.path.join(base, f"lockbox.{pid}")
+                continue
+            for c in ctrls.split(","):
+                if c in ("memory", "pids"):
+                    slots[c] = os.path.join(CGROUP_ROOT, c) + path + f"/lockbox.{pid}"
+    return slots, own

@@ -56,6 +56,7 @@ struct request {
         const struct route *route;
         struct strbuf body;
         bool too_large, answered;
+        bool counted; /* in st->active until its reply has gone out */
         struct trace trace;
         struct timespec start;
 };
@@ -191,9 +192,14 @@ static enum MHD_Result first_call(const struct listener *l, struct MHD_Connectio
         return MHD_YES;
 }
 
+/* Every request that gets this far counts in st->active until
+ * on_completed: its reply is only queued here, and a stopping server
+ * must not close the connection before it has been sent. */
 static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *conn,
                                   struct request *rq)
 {
+        atomic_fetch_add(&st->active, 1);
+        rq->counted = true;
         if (rq->too_large)
                 return send_reply(conn, rq, too_large(st->cfg), true);
         if (atomic_load(&st->stopping))
@@ -201,7 +207,6 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
                                   (struct http_reply){.status = 503, .body = result_error_json(
                                                                    -503, "server is shutting down")},
                                   true);
-        atomic_fetch_add(&st->active, 1);
         struct http_call call = {
                 .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                             MHD_HTTP_HEADER_CONTENT_TYPE),
@@ -214,9 +219,7 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
         struct http_reply rep = rq->route->handle(st, &call);
         if (!rep.body)
                 rep = (struct http_reply){.status = 200, .body = result_error_json(-500, "out of memory")};
-        enum MHD_Result r = send_reply(conn, rq, rep, false);
-        atomic_fetch_sub(&st->active, 1);
-        return r;
+        return send_reply(conn, rq, rep, false);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -257,9 +260,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+        const struct listener *l = cls;
         struct request *rq = *req_cls;
         if (!rq)
                 return;
+        if (rq->counted)
+                atomic_fetch_sub(&l->st->active, 1);
         const union MHD_ConnectionInfo *ci =
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
         if (ci)
@@ -307,7 +313,7 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1024 * 1024,
                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_END);
 }
 
 /* Requests in flight finish (each run is bounded by worker_timeout);

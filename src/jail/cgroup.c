@@ -24,6 +24,11 @@ enum { H_MEMORY, H_PIDS, H_MAX };
 struct cgroup_root {
         enum cgroup_mode mode;
         char *parent[H_MAX]; /* v2: only [H_MEMORY] is used (unified) */
+        /* v2: the group the daemon started in, the leaf it moved to, and
+         * which of memory/pids it enabled for the base's children itself
+         * (to undo on the way out). */
+        char *base, *self;
+        bool enabled_memory, enabled_pids;
 };
 
 struct cgroup_run {
@@ -258,37 +263,68 @@ static int open_v1(struct cgroup_root *root)
         return 0;
 }
 
+static bool has_word(const char *list, const char *word)
+{
+        size_t n = strlen(word);
+        for (const char *p = strstr(list, word); p; p = strstr(p + 1, word))
+                if ((p == list || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ' || p[n] == '\n'))
+                        return true;
+        return false;
+}
+
 static int open_v2(struct cgroup_root *root, const char *mnt, const char *mroot)
 {
         _cleanup_free_ char *own = own_path("");
         const char *rel = own ? below_root(own, mroot) : NULL;
         if (!rel)
                 return -ENOENT;
-        _cleanup_free_ char *base = path_join3(mnt, rel, "");
-        char ctl[512];
+        char *base = path_join3(mnt, rel, "");
+        char ctl[512], sub[512];
+        root->base = base;
         if (!base || read_file(base, "cgroup.controllers", ctl, sizeof(ctl)) < 0 ||
-            !strstr(ctl, "memory") || !strstr(ctl, "pids"))
+            !has_word(ctl, "memory") || !has_word(ctl, "pids") ||
+            read_file(base, "cgroup.subtree_control", sub, sizeof(sub)) < 0)
                 return -ENOENT;
         clean_stale(base);
         char name[64];
         snprintf(name, sizeof(name), "lockboxd.%d", (int)getpid());
-        _cleanup_free_ char *self = path_join3(base, "", name);
+        root->self = path_join3(base, "", name);
         snprintf(name, sizeof(name), "lockbox.%d", (int)getpid());
         root->parent[H_MEMORY] = path_join3(base, "", name);
-        if (!self || !root->parent[H_MEMORY])
+        if (!root->self || !root->parent[H_MEMORY])
                 return -ENOMEM;
-        char pid[32];
-        snprintf(pid, sizeof(pid), "%d", (int)getpid());
         int r;
-        if ((mkdir(self, 0700) < 0 && errno != EEXIST) ||
+        if ((mkdir(root->self, 0700) < 0 && errno != EEXIST) ||
             (mkdir(root->parent[H_MEMORY], 0700) < 0 && errno != EEXIST))
                 return -errno;
-        if ((r = write_file(self, "cgroup.procs", pid)) < 0 ||
+        root->enabled_memory = !has_word(sub, "memory");
+        root->enabled_pids = !has_word(sub, "pids");
+        if ((r = write_file(root->self, "cgroup.procs", "0")) < 0 ||
             (r = write_file(base, "cgroup.subtree_control", "+memory +pids")) < 0 ||
             (r = write_file(root->parent[H_MEMORY], "cgroup.subtree_control",
                             "+memory +pids")) < 0)
                 return r;
         return 0;
+}
+
+/* v2, on the way out: the daemon cannot remove the leaf it is in, so it
+ * gives the base back the controllers it enabled there (a group that
+ * delegates controllers may hold no process), moves back into the base,
+ * and removes the leaf. Everything else of the daemon has exited by now. */
+static void leave_v2(struct cgroup_root *root)
+{
+        char off[32] = "";
+        if (root->enabled_memory)
+                strcat(off, "-memory ");
+        if (root->enabled_pids)
+                strcat(off, "-pids");
+        if (*off && write_file(root->base, "cgroup.subtree_control", off) < 0)
+                log_warn(NULL, "cgroup.restore_failed", "path=%s error=%s", log_q(root->base),
+                         log_q(strerror(errno)));
+        if (write_file(root->base, "cgroup.procs", "0") < 0 ||
+            (rmdir(root->self) < 0 && errno != ENOENT))
+                log_warn(NULL, "cgroup.remove_failed", "path=%s error=%s", log_q(root->self),
+                         log_q(strerror(errno)));
 }
 
 int cgroup_root_open(struct cgroup_root **ret)
@@ -316,6 +352,8 @@ int cgroup_root_open(struct cgroup_root **ret)
                         free(root->parent[h]);
                         root->parent[h] = NULL;
                 }
+                if (root->base && root->self && access(root->self, F_OK) == 0)
+                        leave_v2(root); /* it may have moved there already */
         }
         *ret = root;
         return 0;
@@ -333,6 +371,10 @@ struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
                                  log_q(root->parent[h]), log_q(strerror(errno)));
                 free(root->parent[h]);
         }
+        if (root->mode == CGROUP_V2 && root->base && root->self)
+                leave_v2(root);
+        free(root->base);
+        free(root->self);
         free(root);
         return NULL;
 }

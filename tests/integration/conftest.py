@@ -22,18 +22,25 @@ import requests
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from hostcheck import (children_of, files_owned_in_range, lockbox_mounts,  # noqa: E402,F401
-                       proc_status, processes_in_uid_range)
+from hostcheck import (children_of, daemon_cgroups, files_owned_in_range,  # noqa: E402,F401
+                       lockbox_mounts, proc_status, processes_in_uid_range)
 LOCKBOXD = os.environ.get("LOCKBOXD") or os.path.join(REPO, "build", "lockboxd")
 KEY = "integration-test-key-7f3a"
 # No package by default: pip stays idle; tests/integration/test_deps.py
 # installs wheels it builds itself.
 REQUIREMENTS = "# nothing to install\n"
-CGROUP_ROOT = "/sys/fs/cgroup"
 # Every daemon gets 100 UIDs of its own; two daemons never share one. The
 # base moves with our pid so two suites running at once do not collide.
 UID_BASE = 20000 + (os.getpid() % 4000) * 2000
 _uid_blocks = itertools.count()
+# LOCKBOX_TEST_TIME_SCALE (default 1) stretches every daemon's run time
+# limit (worker_timeout) and the tests' bounds on elapsed time, for slow
+# machines such as the emulated VM of tests/vm/cgroup2.
+TIME_SCALE = float(os.environ.get("LOCKBOX_TEST_TIME_SCALE") or 1)
+
+
+def scaled(seconds):
+    return seconds * TIME_SCALE
 
 
 def free_port():
@@ -88,20 +95,6 @@ def eventually(check, timeout):
             time.sleep(0.01)
 
 
-def daemon_cgroup_dirs(pid):
-    """The daemon's lockbox.<pid> dirs in the memory and pids hierarchies,
-    from /proc/<pid>/cgroup (cgroup v1)."""
-    dirs = {}
-    with open(f"/proc/{pid}/cgroup") as f:
-        for line in f:
-            _, ctrls, path = line.rstrip("\n").split(":", 2)
-            for c in ctrls.split(","):
-                if c in ("memory", "pids"):
-                    base = os.path.join(CGROUP_ROOT, c) + (path if path != "/" else "")
-                    dirs[c] = os.path.join(base, f"lockbox.{pid}")
-    return dirs
-
-
 class Daemon:
     def __init__(self, config, workdir, env=None, pool=100, requirements=REQUIREMENTS):
         self.k = next(_uid_blocks)
@@ -118,7 +111,7 @@ class Daemon:
         self.log_path = os.path.join(workdir, "lockboxd.stderr")
         self.extra_env = env or {}
         self.session = None
-        self.cgroup_dirs = {}
+        self.cgroup_dirs, self.cgroup_own = {}, []
         self.stopped = False
         # LOCKBOX_TEST_MODE=cold runs the whole suite against cold daemons.
         mode = (config.get("warm") or {}).get("mode") or os.environ.get("LOCKBOX_TEST_MODE", "warm")
@@ -138,6 +131,8 @@ class Daemon:
                              "layer_dir": self.layer_dir},
         }
         cfg = merge(cfg, self.base_config)
+        if TIME_SCALE != 1:
+            cfg["worker_timeout"] = max(1, round(scaled(cfg.get("worker_timeout", 5))))
         with open(self.config_path, "w") as f:
             f.write(to_yaml(cfg) + "\n")
 
@@ -173,9 +168,9 @@ class Daemon:
         else:
             pytest.fail(f"lockboxd could not bind a port:\n{self.log}")
         self.session = self.new_session()
-        self.cgroup_dirs = daemon_cgroup_dirs(self.pid)
-        for c, d in self.cgroup_dirs.items():
-            assert os.path.isdir(d), f"daemon's {c} cgroup {d} missing:\n{self.log}"
+        self.cgroup_dirs, self.cgroup_own = daemon_cgroups(self.pid)
+        for d in list(self.cgroup_dirs.values()) + self.cgroup_own:
+            assert os.path.isdir(d), f"daemon's cgroup {d} missing:\n{self.log}"
         return self
 
     def wait_healthy(self, timeout=10.0):
@@ -321,8 +316,12 @@ class Daemon:
 
     def stop(self):
         """SIGTERM; exit 0 within 20 s; nothing left behind."""
-        if self.stopped:
-            return
+        if not self.stopped:
+            self.finish_stop(self.sigterm())
+
+    def sigterm(self):
+        """Send the daemon SIGTERM; returns its children of that moment,
+        for finish_stop()."""
         self.stopped = True
         if self.session:
             self.session.close()
@@ -330,8 +329,12 @@ class Daemon:
             pytest.fail(f"lockboxd exited early with {self.proc.returncode}:\n{self.log[-4000:]}")
         kids = children_of(self.pid)
         self.proc.send_signal(signal.SIGTERM)
+        return kids
+
+    def finish_stop(self, kids):
+        """After sigterm(): exit 0 within 20 s; nothing left behind."""
         try:
-            rc = self.proc.wait(timeout=20)
+            rc = self.proc.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             self.kill_hard()
             pytest.fail(f"lockboxd did not exit within 20 s of SIGTERM:\n{self.log[-4000:]}")
@@ -346,8 +349,8 @@ class Daemon:
         assert not still, f"daemon's child processes survived it: {still}"
         left = processes_in_uid_range(self.uid_min, self.uid_max)
         assert not left, f"processes left in UID range {self.uid_min}-{self.uid_max}: {left}"
-        for c, d in self.cgroup_dirs.items():
-            assert not os.path.exists(d), f"{c} cgroup {d} left behind"
+        for d in list(self.cgroup_dirs.values()) + self.cgroup_own:
+            assert not os.path.exists(d), f"cgroup {d} left behind"
         new_mounts = lockbox_mounts() - self.mounts_before
         assert not new_mounts, f"mounts left behind: {new_mounts}"
         files = files_owned_in_range(self.uid_min, self.uid_max)

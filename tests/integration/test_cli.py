@@ -9,7 +9,6 @@ import http.server
 import json
 import os
 import re
-import socket
 import subprocess
 import textwrap
 import threading
@@ -17,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import KEY, REPO, free_port
+from conftest import KEY, REPO, free_port, scaled
 
 LOCKBOX = os.environ.get("LOCKBOX") or os.path.join(REPO, "build", "lockbox")
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -179,7 +178,7 @@ def test_timeout_prints_reason_and_exits_124(quick, tmp_path, src):
     p = program(tmp_path, "slow.py", "print('partial', flush=True)\n" + src)
     t0 = time.monotonic()
     r = run_on(quick, p)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < scaled(10)
     assert (r.returncode, r.stdout, r.stderr) == (124, b"partial\n", b"lockbox: error: timeout\n"), r
     quick.assert_idle()
 

@@ -1,9 +1,11 @@
 """The daemon's life (SPEC sections 5 and 7): --check-config, start-up
 errors, environment overrides, SIGTERM with runs in flight, recovery
 after a crash. Each test has daemons of its own."""
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -11,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import LOCKBOXD, daemon_cgroup_dirs, processes_in_uid_range
+from conftest import KEY, LOCKBOXD, daemon_cgroups, processes_in_uid_range, scaled
 
 
 MARK = "open('/tmp/.running', 'w').close()\n"
@@ -126,7 +128,7 @@ def test_sigterm_idle_exits_zero_quickly(lockboxd_factory):
     d.run_data("print(1)")
     t0 = time.monotonic()
     d.stop()  # asserts exit 0 and that nothing is left behind
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < scaled(3)
 
 
 def test_sigterm_lets_the_run_in_flight_finish(lockboxd_factory):
@@ -155,6 +157,37 @@ def test_sigterm_lets_the_run_in_flight_finish(lockboxd_factory):
     assert body["data"]["exit_code"] == 0 and body["data"]["status"] == "ok"
     assert result["elapsed"] >= 1.9
     assert stop_took >= 1.0, "the daemon exited before its run finished"
+
+
+def test_sigterm_still_sends_a_finished_runs_whole_answer(lockboxd_factory):
+    """The run is over, but its answer (4 MB) is still on its way to a
+    client that reads slowly when SIGTERM comes: the daemon must finish
+    sending it before it closes the connection and exits."""
+    d = lockboxd_factory()
+    n = 4 * 1024 * 1024
+    body = json.dumps({"language": "python3", "code": f"import sys\nsys.stdout.write('x' * {n})"})
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", d.port))
+        s.sendall((f"POST /v1/sandbox/run HTTP/1.1\r\nHost: x\r\nX-Api-Key: {KEY}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                   f"{body}").encode())
+        first = s.recv(1024)  # the answer has started: the run is over
+        assert first.startswith(b"HTTP/1.1 200"), first
+        kids = d.sigterm()
+        time.sleep(0.5)  # the daemon is stopping while most of the answer is unsent
+        s.settimeout(scaled(30))
+        rest = [first]
+        while chunk := s.recv(65536):
+            rest.append(chunk)
+    raw = b"".join(rest)
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    assert len(payload) == length, (len(payload), length)
+    data = json.loads(payload)["data"]
+    assert len(data["stdout"]) == n and data["status"] == "ok", {k: v for k, v in data.items()
+                                                                 if k != "stdout"}
+    d.finish_stop(kids)
 
 
 def test_sigterm_refuses_new_work_while_draining(lockboxd_factory):
@@ -196,7 +229,7 @@ def test_sigterm_with_runaway_run_still_exits_zero(lockboxd_factory):
     wait_for_run_in_progress(d)
     t0 = time.monotonic()
     d.stop()
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < scaled(20)
     t.join(30)
     assert result["r"]["code"] == 0, result
     assert result["r"]["data"]["status"] == "timeout"
@@ -206,7 +239,8 @@ def test_sigkilled_daemon_leftovers_are_reaped_by_the_next(lockboxd_factory):
     """A crashed daemon's runs and cgroups do not leak: the next daemon on
     the host removes them (SPEC 7: nothing leaks)."""
     a = lockboxd_factory()
-    cg = daemon_cgroup_dirs(a.pid)
+    slots, own = daemon_cgroups(a.pid)
+    cg = list(slots.values()) + own
     def doomed():
         try:
             a.run(MARK + "import time\ntime.sleep(8)", session=a.new_session())
@@ -223,11 +257,11 @@ def test_sigkilled_daemon_leftovers_are_reaped_by_the_next(lockboxd_factory):
     b = lockboxd_factory()
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and (
-            processes_in_uid_range(a.uid_min, a.uid_max) or any(map(os.path.exists, cg.values()))):
+            processes_in_uid_range(a.uid_min, a.uid_max) or any(map(os.path.exists, cg))):
         time.sleep(0.05)
     assert not processes_in_uid_range(a.uid_min, a.uid_max)
-    for c, path in cg.items():
-        assert not os.path.exists(path), f"{c} cgroup of the killed daemon left: {path}"
+    for path in cg:
+        assert not os.path.exists(path), f"cgroup of the killed daemon left: {path}"
     b.assert_serving()
 
 

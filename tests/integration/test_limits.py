@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+from conftest import scaled
+
 OUTPUT_CAP = 64 * 1024
 MEMORY_CAP = 128 * 1024 * 1024
 
@@ -41,7 +43,7 @@ def test_timeout(small, src):
     r, elapsed = timed_run(small, "print('partial', flush=True)\n" + src)
     assert r["code"] == 0, r
     d = r["data"]
-    assert 1.5 <= elapsed <= 6.0, elapsed
+    assert scaled(1.5) <= elapsed <= scaled(6.0), elapsed
     assert d["exit_code"] == -1, d
     assert d["status"] == "timeout", d
     assert d["stdout"] == "partial\n", d
@@ -68,7 +70,7 @@ def test_memory_bomb(small):
     assert d["stdout"] == "start\n"
     assert d["error"].startswith("process exited with code -1\nerror: memory limit exceeded\n"), d
     assert d["memory_peak_bytes"] <= MEMORY_CAP * 1.05, d
-    assert elapsed < 6.0
+    assert elapsed < scaled(6.0)
     small.assert_idle()
     small.assert_serving()
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import children_of, proc_status
+from conftest import children_of, proc_status, scaled
 
 
 def zygote_pid(daemon):
@@ -44,7 +44,7 @@ def wait_for(pred, timeout=10.0):
 @pytest.fixture(scope="module")
 def warm(module_daemon_factory):
     d = module_daemon_factory(warm={"mode": "warm", "python_pool": 3, "nodejs_pool": 1})
-    assert wait_for(lambda: zygote_pid(d) and len(armed(d)) >= 4), armed(d)
+    assert wait_for(lambda: zygote_pid(d) and len(armed(d)) >= 4, scaled(15)), armed(d)
     return d
 
 
