@@ -222,9 +222,10 @@ def test_core_modules(daemon, name):
 def test_timers_ordering(daemon):
     d = node(daemon, """
         const out = [];
-        setTimeout(() => out.push('t30'), 30);
-        setTimeout(() => out.push('t10'), 10);
-        setTimeout(() => out.push('t20'), 20);
+        // 40 ms apart: the order holds even if these lines run slowly
+        setTimeout(() => out.push('t120'), 120);
+        setTimeout(() => out.push('t40'), 40);
+        setTimeout(() => out.push('t80'), 80);
         Promise.resolve().then(() => out.push('micro'));
         process.nextTick(() => out.push('tick'));
         queueMicrotask(() => out.push('micro2'));
@@ -232,12 +233,12 @@ def test_timers_ordering(daemon):
         const iv = setInterval(() => {
             out.push('iv' + (++n));
             if (n === 3) { clearInterval(iv); setImmediate(() => console.log(out.join(' '))); }
-        }, 50);
+        }, 200);
         const cancelled = setTimeout(() => out.push('never'), 5);
         clearTimeout(cancelled);
         out.push('sync');
     """)
-    assert_ok(d, "sync tick micro micro2 t10 t20 t30 iv1 iv2 iv3\n")
+    assert_ok(d, "sync tick micro micro2 t40 t80 t120 iv1 iv2 iv3\n")
 
 
 def test_promises_and_async_await(daemon):
