@@ -472,60 +472,6 @@ void run_on_timer(struct jailer *j, struct run *run)
         }
 }
 
-static void answer(struct jailer *j, struct run *run, int status, const struct rusage *ru,
-                   bool reaped);
-
-/* The report came and nothing stopped the run: answer now. The process is
- * SIGKILLed and its output complete (the bootstrap closed stdout and
- * stderr first; if something still holds them, the HTTP side waits for
- * their EOF), so only the kernel's tear-down of the process is left, which
- * for a copy of the zygote takes ~1.5 ms. Its CPU time is read from its
- * clock now; its UID, cgroup and layer stay held until it is reaped. */
-static void answer_early(struct jailer *j, struct run *run)
-{
-        struct rusage ru = {0};
-        clockid_t clock;
-        struct timespec ts;
-        if (clock_getcpuclockid(run->pid, &clock) == 0 && clock_gettime(clock, &ts) == 0) {
-                ru.ru_utime.tv_sec = ts.tv_sec;
-                ru.ru_utime.tv_usec = ts.tv_nsec / 1000;
-        }
-        answer(j, run, run->reported << 8, &ru, false);
-        run->answered = true;
-        if (run->counted)
-                j->n_active--; /* its worker slot is free: the HTTP side may send the next */
-        run->counted = false;
-}
-
-/* The program reported its exit code: it is over, end it now rather than
- * wait for its runtime's tear-down. Whatever it wrote is its exit status,
- * as much its own choice as calling exit would be. */
-void run_on_report(struct jailer *j, struct run *run)
-{
-        char buf[16];
-        ssize_t n = read(run->report_r, buf, sizeof(buf) - 1);
-        if (n < 0 && errno == EAGAIN)
-                return;
-        jailer_unwatch(j, run->report_r);
-        run->report_r = safe_close(run->report_r);
-        if (n <= 0 || run->reported >= 0)
-                return;
-        buf[n] = '\0';
-        char *end;
-        long code = strtol(buf, &end, 10);
-        if (end == buf || *end != '\0')
-                return;
-        run->reported = (int)(code & 0xff);
-        if (run->reason == REASON_NONE) {
-                run->killed = true;
-                syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
-                if (run->pid > 0 && run->state == RUN_ACTIVE)
-                        answer_early(j, run);
-        }
-}
-
-/* ---- the end ---------------------------------------------------------------- */
-
 static void classify(struct run *run, int status, const struct rusage *ru,
                      const struct cgroup_stats *st, int cpu_limit, struct proto_result *res)
 {
@@ -583,6 +529,57 @@ static void answer(struct jailer *j, struct run *run, int status, const struct r
                 log_warn(run->trace, "run.result_undeliverable", "error=%s",
                          log_q(strerror(errno)));
 }
+
+/* The report came and nothing stopped the run: answer now. The process is
+ * SIGKILLed and its output complete (the bootstrap closed stdout and
+ * stderr first; if something still holds them, the HTTP side waits for
+ * their EOF), so only the kernel's tear-down of the process is left, which
+ * for a copy of the zygote takes ~1.5 ms. Its CPU time is read from its
+ * clock now; its UID, cgroup and layer stay held until it is reaped. */
+static void answer_early(struct jailer *j, struct run *run)
+{
+        struct rusage ru = {0};
+        clockid_t clock;
+        struct timespec ts;
+        if (clock_getcpuclockid(run->pid, &clock) == 0 && clock_gettime(clock, &ts) == 0) {
+                ru.ru_utime.tv_sec = ts.tv_sec;
+                ru.ru_utime.tv_usec = ts.tv_nsec / 1000;
+        }
+        answer(j, run, run->reported << 8, &ru, false);
+        run->answered = true;
+        if (run->counted)
+                j->n_active--; /* its worker slot is free: the HTTP side may send the next */
+        run->counted = false;
+}
+
+/* The program reported its exit code: it is over, end it now rather than
+ * wait for its runtime's tear-down. Whatever it wrote is its exit status,
+ * as much its own choice as calling exit would be. */
+void run_on_report(struct jailer *j, struct run *run)
+{
+        char buf[16];
+        ssize_t n = read(run->report_r, buf, sizeof(buf) - 1);
+        if (n < 0 && errno == EAGAIN)
+                return;
+        jailer_unwatch(j, run->report_r);
+        run->report_r = safe_close(run->report_r);
+        if (n <= 0 || run->reported >= 0)
+                return;
+        buf[n] = '\0';
+        char *end;
+        long code = strtol(buf, &end, 10);
+        if (end == buf || *end != '\0')
+                return;
+        run->reported = (int)(code & 0xff);
+        if (run->reason == REASON_NONE) {
+                run->killed = true;
+                syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
+                if (run->pid > 0 && run->state == RUN_ACTIVE)
+                        answer_early(j, run);
+        }
+}
+
+/* ---- the end ---------------------------------------------------------------- */
 
 /* A process that never became a program: answer its request, if any. */
 static void finish_start(struct jailer *j, struct run *run, int status)
