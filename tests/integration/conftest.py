@@ -95,6 +95,14 @@ def eventually(check, timeout):
             time.sleep(0.01)
 
 
+def raw_post(path, body, content_type="application/json", extra=b"", close=True):
+    """The bytes of an authenticated POST of body (bytes), for tests that
+    write HTTP themselves; close=False keeps the connection alive."""
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Api-Key: {KEY}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+            + ("Connection: close\r\n" if close else "")).encode() + extra + b"\r\n" + body
+
+
 class Daemon:
     def __init__(self, config, workdir, env=None, pool=100, requirements=REQUIREMENTS):
         self.k = next(_uid_blocks)
@@ -337,7 +345,7 @@ class Daemon:
             rc = self.proc.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             self.kill_hard()
-            pytest.fail(f"lockboxd did not exit within 20 s of SIGTERM:\n{self.log[-4000:]}")
+            pytest.fail(f"lockboxd did not exit within {scaled(20):g} s of SIGTERM:\n{self.log[-4000:]}")
         finally:
             self.log_file.close()
         assert rc == 0, f"lockboxd exited with {rc} after SIGTERM:\n{self.log[-4000:]}"

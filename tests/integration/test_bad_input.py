@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import KEY, scaled
+from conftest import KEY, raw_post, scaled
 
 
 def raw_exchange(port, data, timeout=10.0, send_in_thread=False):
@@ -54,12 +54,6 @@ def raw_exchange(port, data, timeout=10.0, send_in_thread=False):
         return status, headers, body[:n]
     finally:
         s.close()
-
-
-def raw_post(path, body, content_type="application/json", extra=b""):
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Api-Key: {KEY}\r\n"
-            f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-            f"Connection: close\r\n").encode() + extra + b"\r\n" + body
 
 
 def post_bytes(daemon, body, content_type="application/json"):

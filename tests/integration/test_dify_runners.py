@@ -17,7 +17,7 @@ import pytest
 import requests
 from requests.adapters import HTTPAdapter
 
-from conftest import KEY
+from conftest import KEY, raw_post
 
 # ------------------------------------------------------- Dify's templates
 
@@ -553,9 +553,7 @@ def test_ten_runs_pipelined_on_one_keep_alive_connection(daemon):
         script, preload = transform_caller(lang, code, inputs)
         body = json.dumps({"language": RUNNERS[lang][2], "code": script, "preload": preload,
                            "enable_network": True}).encode()
-        wire += (f"POST /v1/sandbox/run HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Api-Key: {KEY}\r\n"
-                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-                 ).encode() + body
+        wire += raw_post("/v1/sandbox/run", body, close=False)
     class OneReader:
         """Every response parsed from one buffered reader (http.client
         would make, and close, one per response, losing read-ahead)."""

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import KEY, LOCKBOXD, daemon_cgroups, processes_in_uid_range, scaled
+from conftest import LOCKBOXD, daemon_cgroups, processes_in_uid_range, raw_post, scaled
 
 
 MARK = "open('/tmp/.running', 'w').close()\n"
@@ -165,13 +165,12 @@ def test_sigterm_still_sends_a_finished_runs_whole_answer(lockboxd_factory):
     sending it before it closes the connection and exits."""
     d = lockboxd_factory()
     n = 4 * 1024 * 1024
-    body = json.dumps({"language": "python3", "code": f"import sys\nsys.stdout.write('x' * {n})"})
+    body = json.dumps({"language": "python3",
+                       "code": f"import sys\nsys.stdout.write('x' * {n})"}).encode()
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.connect(("127.0.0.1", d.port))
-        s.sendall((f"POST /v1/sandbox/run HTTP/1.1\r\nHost: x\r\nX-Api-Key: {KEY}\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-                   f"{body}").encode())
+        s.sendall(raw_post("/v1/sandbox/run", body, close=False))
         first = s.recv(1024)  # the answer has started: the run is over
         assert first.startswith(b"HTTP/1.1 200"), first
         kids = d.sigterm()
