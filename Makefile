@@ -7,7 +7,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp
+PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp libmnl libnftables
 PYTHON   ?= /usr/bin/python3
 CONFIG   ?= conf/config.yaml
 
@@ -46,7 +46,7 @@ endif
 
 LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
                      src/ipc/*.c src/jail/*.c src/runtime/*.c \
-                     src/pool/*.c src/daemon/*.c))
+                     src/pool/*.c src/daemon/*.c src/net/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)
@@ -137,7 +137,7 @@ FUZZ_SRCS_fuzz_request      := src/http/request.c src/http/result.c src/base/utf
                                src/base/strbuf.c src/ipc/outcome.c
 FUZZ_SRCS_fuzz_headers      := src/base/trace.c src/http/request.c src/base/utf8.c
 # fuzz_config stands in for src/base/log.c (it drops log lines).
-FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c \
+FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c src/base/netaddr.c \
                                src/base/strbuf.c src/base/utf8.c
 FUZZ_SRCS_fuzz_deps         := src/pool/deps_text.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/netaddr.h"
 #include "base/strbuf.h"
 #include "base/utf8.h"
 #include "base/util.h"
@@ -203,10 +204,34 @@ static int check_uid_pool(struct loader *L)
                            c->max_workers, armed, c->uid_min, c->uid_max, pool);
 }
 
+bool config_net_namespace(const struct config *cfg)
+{
+        return cfg->net_mode && strcmp(cfg->net_mode, "namespace") == 0;
+}
+
+/* Run addresses: the gateway, then one per UID of the pool. */
+static int check_subnet_size(struct loader *L)
+{
+        const struct config *c = &L->cfg;
+        struct netaddr_prefix p;
+        if (!config_net_namespace(c) || netaddr_parse_prefix(c->net_subnet, &p, NULL) < 0)
+                return 0;
+        uint64_t need = (uint64_t)c->uid_max - (uint64_t)c->uid_min + 3;
+        if (netaddr_size(&p) >= need)
+                return 0;
+        return loader_fail(L, -EINVAL, origin_of(L, "network.subnet"), "network.subnet",
+                           "%s holds %" PRIu64 " addresses but the UID pool jail.uid_min.."
+                           "jail.uid_max needs %" PRIu64 " (one per UID, the network and the "
+                           "gateway)",
+                           c->net_subnet, netaddr_size(&p), need);
+}
+
 static int check_cross(struct loader *L)
 {
         int r = check_uid_order(L);
-        return r < 0 ? r : check_uid_pool(L);
+        if (r == 0)
+                r = check_uid_pool(L);
+        return r < 0 ? r : check_subnet_size(L);
 }
 
 /* A list's default is its comma-separated text (none: the empty list). */

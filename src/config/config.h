@@ -57,6 +57,16 @@ struct config {
         size_t n_extra_ro_paths;
         char *hostname;          /* jail.hostname */
 
+        /* network: how runs with network reach it */
+        char *net_mode;          /* network.mode: "namespace" (default) or "host" */
+        char *net_subnet;        /* network.subnet: IPv4 CIDR of run addresses */
+        char **net_allow;        /* network.allow: CIDR, CIDR:port, ADDRESS:port */
+        size_t n_net_allow;
+        char **net_egress_only;  /* network.egress_only: when set, the only destinations */
+        size_t n_net_egress_only;
+        char **net_dns_servers;  /* network.dns_servers: upstream resolvers, [] = resolv.conf */
+        size_t n_net_dns_servers;
+
         /* warm execution */
         char *warm_mode;         /* warm.mode: "warm" (default) or "cold" */
         int python_pool;         /* warm.python_pool: armed Python processes */
@@ -96,6 +106,8 @@ int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn
 int config_load_buffer(struct config *cfg, const char *name, const char *yaml, size_t len,
                        config_getenv_fn getenv_fn, char *err, size_t errlen);
 void config_free(struct config *cfg);
+/* network.mode is "namespace": runs with network get a namespace of their own. */
+bool config_net_namespace(const struct config *cfg);
 /* warm.mode is "warm". */
 bool config_warm(const struct config *cfg);
 /* Print every key with its effective value (key redacted) in YAML form. */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "base/netaddr.h"
 #include "base/parse.h"
 #include "base/util.h"
 #include "config/schema.h"
@@ -105,14 +106,11 @@ static int check_module(const char *v, struct schema_error *e)
         }
 }
 
+static int check_ip(const char *v, struct schema_error *e);
+
 static int check_listen(const char *v, struct schema_error *e)
 {
-        unsigned char addr[sizeof(struct in6_addr)];
-        char q[96];
-        if (inet_pton(AF_INET, v, addr) == 1 || inet_pton(AF_INET6, v, addr) == 1)
-                return 0;
-        return schema_fail(e, 0, "'%s' is not an IPv4 or IPv6 address",
-                           schema_quote(v, q, sizeof(q)));
+        return check_ip(v, e);
 }
 
 static int check_metrics_listen(const char *v, struct schema_error *e)
@@ -144,6 +142,48 @@ static int check_hostname(const char *v, struct schema_error *e)
         if (ok)
                 return 0;
         return schema_fail(e, 0, "'%s' is not a hostname (1 to 63 letters, digits or '-')",
+                           schema_quote(v, q, sizeof(q)));
+}
+
+static int check_net_mode(const char *v, struct schema_error *e)
+{
+        char q[96];
+        if (strcmp(v, "namespace") == 0 || strcmp(v, "host") == 0)
+                return 0;
+        return schema_fail(e, 0, "'%s' is not namespace or host", schema_quote(v, q, sizeof(q)));
+}
+
+static int check_subnet(const char *v, struct schema_error *e)
+{
+        char q[96];
+        struct netaddr_prefix p;
+        const char *why = NULL;
+        if (netaddr_parse_prefix(v, &p, &why) < 0)
+                return schema_fail(e, 0, "'%s': %s", schema_quote(v, q, sizeof(q)), why);
+        if (p.len > 30)
+                return schema_fail(e, 0, "'%s' is too small: at least a /30",
+                                   schema_quote(v, q, sizeof(q)));
+        return 0;
+}
+
+static int check_net_entry(const char *v, struct schema_error *e)
+{
+        char q[96];
+        struct netaddr_entry n;
+        const char *why = NULL;
+        if (netaddr_parse_entry(v, &n, &why) == 0)
+                return 0;
+        return schema_fail(e, 0, "'%s': %s (want CIDR, CIDR:port or ADDRESS:port)",
+                           schema_quote(v, q, sizeof(q)), why);
+}
+
+static int check_ip(const char *v, struct schema_error *e)
+{
+        unsigned char addr[sizeof(struct in6_addr)];
+        char q[96];
+        if (inet_pton(AF_INET, v, addr) == 1 || inet_pton(AF_INET6, v, addr) == 1)
+                return 0;
+        return schema_fail(e, 0, "'%s' is not an IPv4 or IPv6 address",
                            schema_quote(v, q, sizeof(q)));
 }
 
@@ -272,6 +312,30 @@ const struct schema_row schema_rows[] = {
              "comma-separated)."),
         STR("jail.hostname", hostname, "sandbox", check_hostname, NULL,
             "Hostname runs see (1 to 63 letters, digits or '-')."),
+
+        STR("network.mode", net_mode, "namespace", check_net_mode, NULL,
+            "namespace: each run with network gets a network namespace of its own, linked to "
+            "the host by a veth pair, with the egress policy below enforced by nftables; "
+            "host: runs share the host's network (unsafe: they reach the host's loopback, "
+            "private networks and cloud metadata)."),
+        STR("network.subnet", net_subnet, "10.191.0.0/16", check_subnet, NULL,
+            "IPv4 range of run addresses (namespace mode): the first address after the "
+            "network one is the runs' gateway and DNS relay; it must hold the UID pool plus "
+            "two addresses and must not overlap the host's networks."),
+        LIST("network.allow", schema_type_strlist, net_allow, n_net_allow, check_net_entry,
+             NULL,
+             "Destinations opened in spite of the default denials (private, link-local, ...): "
+             "CIDR, CIDR:port or ADDRESS:port; a port opens TCP and UDP (environment: "
+             "comma-separated)."),
+        LIST("network.egress_only", schema_type_strlist, net_egress_only, n_net_egress_only,
+             check_net_entry, NULL,
+             "When not empty, the only destinations runs reach (ADDRESS:port, CIDR:port or "
+             "CIDR), besides DNS through the gateway and the proxies (environment: "
+             "comma-separated)."),
+        LIST("network.dns_servers", schema_type_strlist, net_dns_servers, n_net_dns_servers,
+             check_ip, NULL,
+             "Resolvers the gateway relays runs' DNS queries to (UDP and TCP port 53). Empty: "
+             "the nameservers of /etc/resolv.conf at start-up (environment: comma-separated)."),
 
         STR("warm.mode", warm_mode, "warm", check_warm_mode, NULL,
              "warm: runs start from pre-started, already locked processes (Python forked from "

@@ -33,6 +33,7 @@
 #include "config/config.h"
 #include "http/server.h"
 #include "jail/policy.h"
+#include "net/net.h"
 #include "pool/jailer.h"
 
 static int open_listener(const char *addr, int port, const char *what, int *ret, char *err,
@@ -202,6 +203,41 @@ static void warn_public_key(const struct config *cfg)
                  cfg->listen, cfg->port);
 }
 
+/* The DNS relay's sockets on the gateway's port 53 (bound here, as root;
+ * IP_FREEBIND since the address exists only while a run's link does). */
+static int open_dns(uint32_t gateway, int type, int *ret)
+{
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53),
+                                 .sin_addr.s_addr = htonl(gateway)};
+        int one = 1;
+        _cleanup_close_ int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+            (type == SOCK_STREAM && listen(fd, 64) < 0))
+                return -errno;
+        *ret = TAKE_FD(fd);
+        return 0;
+}
+
+static void open_dns_relay(const struct config *cfg, uint32_t gateway,
+                           struct http_server_opts *o)
+{
+        o->dns_udp_fd = o->dns_tcp_fd = -1;
+        if (!gateway)
+                return;
+        int r = open_dns(gateway, SOCK_DGRAM, &o->dns_udp_fd);
+        if (r == 0)
+                r = open_dns(gateway, SOCK_STREAM, &o->dns_tcp_fd);
+        if (r < 0) {
+                log_error(NULL, "dns.listen_failed", "error=%s", log_q(strerror(-r)));
+                o->dns_udp_fd = safe_close(o->dns_udp_fd);
+                return;
+        }
+        o->n_dns_upstreams = net_dns_upstreams(cfg, o->dns_upstreams,
+                                               ELEMENTSOF(o->dns_upstreams));
+}
+
 /* The HTTP process: no capabilities, not dumpable (so other processes of
  * the same account cannot read the API key from it), dies with the jailer. */
 static _Noreturn void http_child(const struct config *cfg, const struct http_server_opts *o,
@@ -270,15 +306,19 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
                 return 1;
         }
         pid_t jailer_pid = getpid();
+        struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .metrics_fd = mfd,
+                                     .ctrl_fd = sv[1], .log_sock = lv[1],
+                                     .stats = jailer_stats(j), .jailer_pid = jailer_pid};
+        open_dns_relay(cfg, jailer_gateway(j), &o);
         pid_t pid = fork();
         if (pid == 0) {
-                int keep[] = {lfd, mfd, sv[1], lv[1], log_get_file_fd()};
+                int keep[] = {lfd, mfd, sv[1], lv[1], log_get_file_fd(), o.dns_udp_fd,
+                              o.dns_tcp_fd};
                 fd_close_all_except(3, keep, ELEMENTSOF(keep));
-                struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .metrics_fd = mfd,
-                                             .ctrl_fd = sv[1], .log_sock = lv[1],
-                                             .stats = jailer_stats(j), .jailer_pid = jailer_pid};
                 http_child(cfg, &o, uid, gid, jailer_pid);
         }
+        safe_close(o.dns_udp_fd);
+        safe_close(o.dns_tcp_fd);
         close(sv[1]);
         safe_close(lv[1]);
         lfd = safe_close(lfd);

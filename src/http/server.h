@@ -4,6 +4,8 @@
  * code. It never touches namespaces, cgroups or the syscall filter. */
 #pragma once
 
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 struct config;
@@ -17,6 +19,11 @@ struct http_server_opts {
         int log_sock;      /* the jailer sends the reopened log file here, or -1 */
         const struct shared_stats *stats; /* the jailer's figures (shared memory) */
         pid_t jailer_pid;
+        /* the runs' DNS relay (net/dnsrelay.h): sockets on the gateway's
+         * port 53, or -1, and the resolvers it forwards to */
+        int dns_udp_fd, dns_tcp_fd;
+        struct sockaddr_storage dns_upstreams[8];
+        size_t n_dns_upstreams;
 };
 
 /* Serve until SIGTERM/SIGINT, then finish requests in flight and return

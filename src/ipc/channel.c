@@ -11,7 +11,7 @@
 
 #include "base/util.h"
 
-#define CHANNEL_MAX_FDS 8
+#define CHANNEL_MAX_FDS 12
 
 int channel_send(int sock, const void *msg, size_t len, const int *fds, size_t n_fds)
 {

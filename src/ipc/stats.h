@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #define STATS_LANGS 3 /* indexed by enum proto_language */
+#define STATS_NET_REASONS 8
 
 struct shared_stats {
         atomic_uint runtime[STATS_LANGS];     /* 1: the interpreter was found */
@@ -18,6 +19,7 @@ struct shared_stats {
         atomic_uint active;     /* runs holding a request */
         atomic_int zygote_pid;  /* 0 when none runs */
         atomic_ulong spawn_failures; /* runs that ended before they could serve */
+        atomic_ulong net_refused[STATS_NET_REASONS]; /* by enum egress_reason (net/egress.h) */
 };
 
 /* A zeroed shared mapping, or NULL. */

@@ -24,7 +24,8 @@ enum zygote_msg_type {
 /* jailer -> zygote, with fds [sync, code read end, stdout write end, stderr
  * write end, then n_cgroup_procs cgroup.procs fds (v1) or one cgroup
  * directory (v2, cgroup_dirfd = 1), then the dependency layer's directory
- * if deps_fd = 1, then the exit report's write end if report_fd = 1]. */
+ * if deps_fd = 1, then the exit report's write end if report_fd = 1, then
+ * the run's network namespace if netns_fd = 1]. */
 struct zygote_spawn {
         uint32_t magic;
         uint32_t type;
@@ -34,6 +35,7 @@ struct zygote_spawn {
         uint32_t cgroup_dirfd;
         uint32_t deps_fd;
         uint32_t report_fd;
+        uint32_t netns_fd;
         struct jail_limits limits;
 };
 

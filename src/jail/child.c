@@ -75,6 +75,18 @@ static int step_signals(struct child *c)
         return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
 }
 
+/* Into the network namespace made for this run, before anything else
+ * could open a socket in ours. */
+static int step_network(struct child *c)
+{
+        const struct jail_spec *s = c->s;
+        if (s->netns_fd < 0)
+                return 0;
+        int r = setns(s->netns_fd, CLONE_NEWNET) < 0 ? -errno : 0;
+        close(s->netns_fd);
+        return r;
+}
+
 static int step_close_inherited(struct child *c)
 {
         /* A clone holds a copy of every fd of its parent, other runs' pipe
@@ -222,6 +234,7 @@ static const struct step {
         int (*run)(struct child *c);
 } steps[] = {
         {"signals", step_signals},
+        {"network", step_network},
         {"close-inherited", step_close_inherited},
         {"cgroup-attach", step_cgroup_attach},
         {"cgroup-namespace", step_cgroup_ns},

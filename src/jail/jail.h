@@ -47,6 +47,8 @@ struct jail_spec {
         int sync_fd;   /* the child's end of the sync socket */
         int report_fd; /* becomes fd 5 (exit report), or -1 */
         int deps_fd;   /* detached read-only mount of the dependency layer, or -1 */
+        int netns_fd;  /* the run's network namespace (with network), or -1 */
+        const char *resolv_conf; /* cold: text of /etc/resolv.conf; NULL: the host's */
         const struct policy_prog *filter;
         int cgroup_procs[2]; /* v1: cgroup.procs files the child moves itself into, or -1 */
         int cgroup_dirfd;    /* v2: the run's group, entered by clone3; or -1 */
@@ -80,7 +82,8 @@ int jail_exec_permit(int listener, pid_t pid, bool *exec_done);
 
 /* In-child pieces (child.c, mounts.c, rlimits.c, identity.c). Each returns
  * 0 or -errno. */
-int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *hostname);
+int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *hostname,
+                    const char *resolv_conf);
 int jail_root_enter(void);
 /* The run's /etc/hosts from the host's: every name of the server (its
  * nodename, short or qualified) removed, lines left without a name

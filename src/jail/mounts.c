@@ -217,7 +217,7 @@ static int make_hosts(const char *hostname)
         return write_text(dst, text, 0444);
 }
 
-static int make_etc(const char *hostname)
+static int make_etc(const char *hostname, const char *resolv_conf)
 {
         char text[128];
         int r;
@@ -234,7 +234,11 @@ static int make_etc(const char *hostname)
         if ((r = write_text(NEWROOT "/etc/nsswitch.conf",
                             "passwd: files\ngroup: files\nhosts: files dns\n", 0444)) < 0)
                 return r;
-        if ((r = copy_small("/etc/resolv.conf", "/etc/resolv.conf")) < 0)
+        if (resolv_conf)
+                r = write_text(NEWROOT "/etc/resolv.conf", resolv_conf, 0444);
+        else
+                r = copy_small("/etc/resolv.conf", "/etc/resolv.conf");
+        if (r < 0)
                 return r;
         return make_hosts(hostname);
 }
@@ -353,7 +357,8 @@ int jail_root_enter(void)
         return 0;
 }
 
-int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *hostname)
+int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *hostname,
+                    const char *resolv_conf)
 {
         int r;
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -361,7 +366,7 @@ int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *
         if (mount("lockbox", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV,
                   "size=1m,nr_inodes=1024,mode=0755") < 0)
                 return -errno;
-        if ((r = make_etc(hostname)) < 0)
+        if ((r = make_etc(hostname, resolv_conf)) < 0)
                 return r;
         for (size_t i = 0; i < n_ro_paths; i++)
                 if ((r = bind_ro(ro_paths[i])) < 0)
@@ -378,7 +383,7 @@ int jail_root_build(const char *const *ro_paths, size_t n_ro_paths, const char *
 
 int jail_mounts_setup(const struct jail_spec *s)
 {
-        int r = jail_root_build(s->ro_paths, s->n_ro_paths, s->hostname);
+        int r = jail_root_build(s->ro_paths, s->n_ro_paths, s->hostname, s->resolv_conf);
         if (r == 0)
                 r = jail_run_mounts(NEWROOT, s);
         if (r == 0)

@@ -29,6 +29,9 @@ int jail_start(const struct jail_spec *s, bool sibling, struct jail_started *ret
                 .pidfd = (uint64_t)(uintptr_t)&pidfd,
                 .exit_signal = SIGCHLD,
         };
+        /* Without network: an empty namespace. With network, the child
+         * joins the one made for it (netns_fd), or stays in ours (host
+         * mode). */
         if (!s->network)
                 args.flags |= CLONE_NEWNET;
         if (sibling) {

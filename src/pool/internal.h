@@ -21,6 +21,7 @@ struct zygote;
 struct deps;
 struct layer;
 struct shared_stats;
+struct net;
 
 enum watch_kind {
         W_CTRL,
@@ -78,6 +79,7 @@ struct run {
         struct layer *layer;      /* the dependency layer it binds (Python) */
         uid_t uid;
         struct cgroup_run *cg;
+        uint32_t net_addr;        /* its address, with a network namespace */
         char trace[PROTO_TRACE_LEN + 1];
         char failure[160]; /* why the start failed, for the request's -500 */
         enum run_reason reason;
@@ -93,6 +95,10 @@ struct jailer {
         struct zygote *zygote;
         struct deps *deps;
         struct shared_stats *stats; /* published for the HTTP process */
+        struct net *net;            /* namespace mode with network: the runs' network */
+        char *resolv_conf;          /* the runs' /etc/resolv.conf with network, or NULL */
+        char net_error[320];        /* why runs with network are refused, or "" */
+        bool net_dirty;             /* a run with network ended since counters were read */
         char **env[2];
         int epfd, sigfd, ctrl, http_pidfd, tickfd;
         int log_sock; /* to the HTTP process: the reopened log file */
@@ -108,6 +114,8 @@ struct jailer {
 };
 
 /* jailer.c */
+/* Runs with network can be served (namespace mode set up, or host mode). */
+bool jailer_network_usable(const struct jailer *j);
 int jailer_watch(struct jailer *j, int fd, struct watch *w);
 void jailer_unwatch(struct jailer *j, int fd);
 uint64_t jailer_elapsed_us(const struct timespec *since);

@@ -28,6 +28,7 @@
 #include "ipc/channel.h"
 #include "ipc/proto.h"
 #include "ipc/stats.h"
+#include "net/net.h"
 #include "jail/cgroup.h"
 #include "jail/policy.h"
 #include "jail/uidpool.h"
@@ -115,6 +116,37 @@ static void add_optional_node(struct jailer *j)
                 log_warn(NULL, "runtime.unavailable", "language=nodejs error=%s", log_q(err));
 }
 
+bool jailer_network_usable(const struct jailer *j)
+{
+        return !j->net_error[0];
+}
+
+/* Namespace mode: build the runs' network. A host that cannot is not a
+ * reason to stop serving: runs with network are refused with the reason,
+ * and the fix, in one line logged now and answered to each. */
+static void setup_network(struct jailer *j)
+{
+        const struct config *c = j->cfg;
+        char err[256];
+        if (!c->enable_network || !config_net_namespace(c))
+                return;
+        if (net_open(c, &j->net, err, sizeof(err)) == 0 &&
+            (j->resolv_conf = net_resolv_conf(j->net)) != NULL) {
+                char gw[32];
+                struct netaddr_prefix g = {.addr = net_gateway(j->net), .len = 32};
+                netaddr_format_prefix(&g, gw, sizeof(gw));
+                log_info(NULL, "network.ready",
+                         "subnet=%s gateway=%s allow=%zu egress_only=%zu", c->net_subnet, gw,
+                         c->n_net_allow, c->n_net_egress_only);
+                return;
+        }
+        snprintf(j->net_error, sizeof(j->net_error),
+                 "network unavailable: %s (lockboxd needs CAP_NET_ADMIN, veth and nftables; "
+                 "or set enable_network: false, see docs/DEPLOY.md)",
+                 err);
+        log_error(NULL, "network.unavailable", "error=%s", log_q(j->net_error));
+}
+
 int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t errlen)
 {
         struct jailer *j = calloc(1, sizeof(*j));
@@ -142,6 +174,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         }
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(j->langs); i++)
                 atomic_store(&j->stats->runtime[i], j->langs[i].rt != NULL);
+        if (r == 0)
+                setup_network(j);
         if (r == 0)
                 r = setup_loop(j, err, errlen);
         if (r == 0)
@@ -179,8 +213,15 @@ struct jailer *jailer_free(struct jailer *j)
         safe_close(j->tickfd);
         safe_close(j->http_pidfd);
         stats_unmap(j->stats);
+        net_close(j->net);
+        free(j->resolv_conf);
         free(j);
         return NULL;
+}
+
+uint32_t jailer_gateway(const struct jailer *j)
+{
+        return j->net ? net_gateway(j->net) : 0;
 }
 
 struct shared_stats *jailer_stats(struct jailer *j)
@@ -228,24 +269,10 @@ static bool reap_answered(struct jailer *j)
         return false;
 }
 
-/* An armed run if one waits, else a new one (a zygote fork or a cold start). */
-static void serve(struct jailer *j, struct proto_run *m, int chan)
+/* An armed run if one waits, else a new one (a zygote fork or a cold
+ * start). chan is consumed. */
+static void start_run(struct jailer *j, struct lang_slot *slot, struct proto_run *m, int chan)
 {
-        struct lang_slot *slot = &j->langs[m->language];
-        if (j->stopping || j->n_active >= (unsigned)j->cfg->max_workers) {
-                run_refuse(chan, RUN_STATUS_BUSY,
-                           j->stopping ? "server is shutting down" : NULL);
-                return;
-        }
-        if (!slot->rt) {
-                char msg[160];
-                snprintf(msg, sizeof(msg),
-                         "%s is not available on this host (%s was not found at start-up)",
-                         m->language == LANG_NODEJS ? "nodejs" : "python3",
-                         m->language == LANG_NODEJS ? "nodejs_path" : "python_path");
-                run_refuse(chan, RUN_STATUS_INTERNAL, msg);
-                return;
-        }
         struct run *run = warm_take(j, slot, m->network);
         if (run) {
                 run_assign(j, run, TAKE_FD(chan), m->trace_id);
@@ -262,6 +289,31 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
                 run_refuse(chan, RUN_STATUS_INTERNAL, err);
         } else
                 chan = -1; /* the run's now */
+        safe_close(chan);
+}
+
+/* Refuse what cannot be served, else start it. chan is consumed. */
+static void serve(struct jailer *j, struct proto_run *m, int chan)
+{
+        struct lang_slot *slot = &j->langs[m->language];
+        char msg[320] = "";
+        enum run_status refusal = RUN_STATUS_INTERNAL;
+        if (j->stopping || j->n_active >= (unsigned)j->cfg->max_workers) {
+                refusal = RUN_STATUS_BUSY;
+                snprintf(msg, sizeof(msg), "%s", j->stopping ? "server is shutting down" : "");
+        } else if (!slot->rt) {
+                snprintf(msg, sizeof(msg),
+                         "%s is not available on this host (%s was not found at start-up)",
+                         m->language == LANG_NODEJS ? "nodejs" : "python3",
+                         m->language == LANG_NODEJS ? "nodejs_path" : "python_path");
+        } else if (m->network && !jailer_network_usable(j)) {
+                snprintf(msg, sizeof(msg), "%s", j->net_error);
+        } else {
+                start_run(j, slot, m, chan);
+                return;
+        }
+        /* Every refusal answers and closes the channel it was handed. */
+        run_refuse(chan, refusal, msg[0] ? msg : NULL);
         safe_close(chan);
 }
 
@@ -454,6 +506,18 @@ static void reap_all_children(void)
         }
 }
 
+/* The egress table's refusal counters, for /metrics: read at most once a
+ * second, and only after runs with network. */
+static void publish_refused(struct jailer *j)
+{
+        uint64_t v[EGRESS_REASONS];
+        if (!j->net || !j->net_dirty || net_refused(j->net, v) < 0)
+                return;
+        j->net_dirty = false;
+        for (size_t i = 0; i < EGRESS_REASONS && i < STATS_NET_REASONS; i++)
+                atomic_store(&j->stats->net_refused[i], v[i]);
+}
+
 static void on_tick(struct jailer *j)
 {
         uint64_t ticks;
@@ -462,6 +526,7 @@ static void on_tick(struct jailer *j)
         warm_on_tick(j);
         deps_on_tick(j);
         reap_strays(j);
+        publish_refused(j);
 }
 
 static void dispatch_run(struct jailer *j, struct run *run, const struct epoll_event *ev,

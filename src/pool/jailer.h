@@ -4,6 +4,7 @@
  * the policy stopped, reaps it, cleans up, and answers with a RESULT. */
 #pragma once
 
+#include <stdint.h>
 #include <sys/types.h>
 
 struct config;
@@ -18,6 +19,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
  * HTTP process. */
 int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid);
 struct jailer *jailer_free(struct jailer *j);
+/* The runs' gateway address (host byte order), 0 without a run network. */
+uint32_t jailer_gateway(const struct jailer *j);
 /* The page of figures the jailer keeps up to date for the HTTP process
  * (shared memory: map it before forking). */
 struct shared_stats *jailer_stats(struct jailer *j);

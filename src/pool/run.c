@@ -27,6 +27,7 @@
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "jail/uidpool.h"
+#include "net/net.h"
 #include "pool/deps.h"
 #include "pool/internal.h"
 #include "runtime/runtime.h"
@@ -99,12 +100,14 @@ struct child_ends {
         int report; /* exit report write end, or -1 */
         int deps;   /* the dependency layer's directory, or -1 */
         int procs[2];
+        int netns;  /* the run's network namespace, or -1 */
 };
 
 static void child_ends_close(struct child_ends *c)
 {
         c->report = safe_close(c->report);
         c->deps = safe_close(c->deps);
+        c->netns = safe_close(c->netns);
         for (size_t i = 0; i < 4; i++)
                 c->fds[i] = safe_close(c->fds[i]);
         for (size_t i = 0; i < 2; i++)
@@ -141,6 +144,8 @@ static struct jail_spec make_spec(struct jailer *j, struct run *run,
                 .stderr_fd = ends->fds[3],
                 .report_fd = ends->report,
                 .deps_fd = ends->deps,
+                .netns_fd = ends->netns,
+                .resolv_conf = j->resolv_conf,
                 .filter = &run->slot->filter[run->network],
                 .cgroup_procs = {ends->procs[0], ends->procs[1]},
                 .cgroup_dirfd = cg_dirfd,
@@ -169,7 +174,7 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
 {
         int dirfd = run->cg ? cgroup_run_dirfd(run->cg) : -1;
         if (run->slot->zygote && zygote_up(j)) {
-                int fds[8];
+                int fds[12];
                 size_t n = 0;
                 for (size_t i = 0; i < 4; i++)
                         fds[n++] = c->fds[i];
@@ -182,6 +187,8 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
                         fds[n++] = c->deps; /* the zygote knows these two are there */
                 if (c->report >= 0)
                         fds[n++] = c->report;
+                if (c->netns >= 0)
+                        fds[n++] = c->netns;
                 run->warm = run->zygote = true;
                 int r = zygote_spawn(j, run, fds, n);
                 if (r < 0)
@@ -281,6 +288,9 @@ static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char
                 snprintf(err, errlen, "dependency layer: %s", strerror(-r));
                 return -EIO;
         }
+        if (run->network && j->net &&
+            (r = net_run_create(j->net, &c->netns, &run->net_addr, err, errlen)) < 0)
+                return -EIO;
         int rp[2];
         if (run->slot->rt->exit_report) {
                 if (pipe2(rp, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -304,7 +314,7 @@ int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct po
                             .code_w = -1, .out_r = -1, .err_r = -1, .report_r = -1,
                             .reported = -1};
         snprintf(run->trace, sizeof(run->trace), "%s", trace ? trace : "");
-        struct child_ends c = {{-1, -1, -1, -1}, -1, -1, {-1, -1}};
+        struct child_ends c = {{-1, -1, -1, -1}, -1, -1, {-1, -1}, -1};
         int r = prepare(j, run, &c, err, errlen);
         run->chan = chan;
         if (r == 0 && (r = watch_run(j, run)) < 0) {
@@ -612,6 +622,8 @@ void run_on_exit(struct jailer *j, struct run *run)
                 answer(j, run, status, &ru, true);
         else
                 finish_start(j, run, status);
+        if (run->net_addr)
+                j->net_dirty = true; /* its refusals, if any, are counted */
         if (run->counted)
                 j->n_active--; /* now: the HTTP side may send the next RUN at once */
         run->counted = false;

@@ -93,6 +93,8 @@ static int pool_add(struct jailer *j, struct lang_slot *slot, int target)
         if (!slot->rt || target <= 0)
                 return 0;
         for (int net = 0; net <= 1; net++) {
+                if (net && !jailer_network_usable(j))
+                        continue; /* refused, with the reason, until fixed */
                 struct pool *p = calloc(1, sizeof(*p));
                 if (!p)
                         return -ENOMEM;
@@ -314,7 +316,7 @@ static char **zygote_argv(struct jailer *j)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = j->langs[LANG_PYTHON3].rt;
-        size_t n = 9 + 2 * (rt->n_ro_paths + c->n_python_preload + 4);
+        size_t n = 11 + 2 * (rt->n_ro_paths + c->n_python_preload + 4);
         char **argv = calloc(n, sizeof(char *));
         size_t k = 0;
         if (!argv)
@@ -326,6 +328,10 @@ static char **zygote_argv(struct jailer *j)
         argv[k++] = c->hostname;
         if (strcmp(c->log_format, "json") == 0)
                 argv[k++] = (char *)"--log-json";
+        if (j->resolv_conf) {
+                argv[k++] = (char *)"--resolv-conf";
+                argv[k++] = j->resolv_conf;
+        }
         for (size_t i = 0; i < rt->n_ro_paths; i++) {
                 argv[k++] = (char *)"--ro";
                 argv[k++] = rt->ro_paths[i];
@@ -427,7 +433,8 @@ int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds
         /* fds after the first four: the cgroup ones, the layer's, the report's */
         m.deps_fd = run->layer != NULL;
         m.report_fd = run->report_r >= 0;
-        uint32_t cg_fds = (uint32_t)(n_fds - 4 - m.deps_fd - m.report_fd);
+        m.netns_fd = run->net_addr != 0;
+        uint32_t cg_fds = (uint32_t)(n_fds - 4 - m.deps_fd - m.report_fd - m.netns_fd);
         m.cgroup_dirfd = run->cg && cgroup_root_mode(j->cg) == CGROUP_V2;
         m.n_cgroup_procs = m.cgroup_dirfd ? 0 : cg_fds;
         int r = channel_send(z->sock, &m, sizeof(m), fds, n_fds);

@@ -44,6 +44,7 @@ struct args {
         size_t n_preload;
         const char *net_env[16];
         size_t n_net_env;
+        const char *resolv_conf; /* text of the runs' /etc/resolv.conf, or NULL */
 };
 
 static struct policy_prog filters[2];
@@ -58,6 +59,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 {"python", required_argument, NULL, 'p'}, {"hostname", required_argument, NULL, 'h'},
                 {"ro", required_argument, NULL, 'r'},     {"preload", required_argument, NULL, 'm'},
                 {"net-env", required_argument, NULL, 'e'}, {"log-json", no_argument, NULL, 'j'},
+                {"resolv-conf", required_argument, NULL, 'd'},
                 {NULL, 0, NULL, 0}};
         int c;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -73,6 +75,8 @@ static int parse_args(int argc, char **argv, struct args *a)
                         a->net_env[a->n_net_env++] = optarg;
                 else if (c == 'j')
                         log_set_json(true);
+                else if (c == 'd')
+                        a->resolv_conf = optarg;
                 else
                         return -EINVAL;
         }
@@ -272,14 +276,20 @@ static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spa
                 .code_fd = fds[1],
                 .stdout_fd = fds[2],
                 .stderr_fd = fds[3],
-                .report_fd = m->report_fd ? fds[nf - 1] : -1,
-                .deps_fd = m->deps_fd ? fds[nf - 1 - (m->report_fd ? 1 : 0)] : -1,
                 .filter = &filters[m->network ? 1 : 0],
                 .cgroup_procs = {-1, -1},
-                .cgroup_dirfd = m->cgroup_dirfd && nf > 4 ? fds[4] : -1,
+                .cgroup_dirfd = -1,
         };
-        for (size_t i = 0; !m->cgroup_dirfd && i < m->n_cgroup_procs && i < 2; i++)
-                s.cgroup_procs[i] = fds[4 + i];
+        /* the order of zygote_proto.h: cgroup fds, layer, report, namespace */
+        size_t i = 4;
+        if (m->cgroup_dirfd)
+                s.cgroup_dirfd = fds[i++];
+        for (size_t k = 0; !m->cgroup_dirfd && k < m->n_cgroup_procs; k++)
+                s.cgroup_procs[k] = fds[i++];
+        s.deps_fd = m->deps_fd ? fds[i++] : -1;
+        s.report_fd = m->report_fd ? fds[i++] : -1;
+        s.netns_fd = m->netns_fd ? fds[i++] : -1;
+        (void)nf;
         return s;
 }
 
@@ -287,9 +297,10 @@ static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, 
 {
         char err[200] = "";
         int r = -EINVAL, pid = 0;
-        if (nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) + (m->deps_fd ? 1 : 0) +
-                      (m->report_fd ? 1 : 0) &&
-            m->n_cgroup_procs <= 2 && m->deps_fd <= 1 && m->report_fd <= 1) {
+        if (m->n_cgroup_procs <= 2 && m->cgroup_dirfd <= 1 && m->deps_fd <= 1 &&
+            m->report_fd <= 1 && m->netns_fd <= 1 && m->netns_fd <= m->network &&
+            nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) + m->deps_fd + m->report_fd +
+                      m->netns_fd) {
                 struct jail_spec s = spawn_spec(a, m, fds, nf);
                 struct jail_started st;
                 PyOS_BeforeFork();
@@ -311,7 +322,7 @@ static int serve(const struct args *a)
 {
         for (;;) {
                 struct zygote_spawn m;
-                int fds[8];
+                int fds[12];
                 size_t nf = 0;
                 struct pollfd p = {.fd = CTRL_FD, .events = POLLIN};
                 if (poll(&p, 1, -1) < 0 && errno != EINTR)
@@ -336,7 +347,7 @@ static int setup(const struct args *a)
         int r;
         if ((r = load_filter(4, &filters[0])) < 0 || (r = load_filter(5, &filters[1])) < 0)
                 return r;
-        if ((r = jail_root_build(a->ro, a->n_ro, a->hostname)) < 0 || (r = jail_root_enter()) < 0 ||
+        if ((r = jail_root_build(a->ro, a->n_ro, a->hostname, a->resolv_conf)) < 0 || (r = jail_root_enter()) < 0 ||
             chdir("/") < 0)
                 return r < 0 ? r : -errno;
         arenas_install();

@@ -135,6 +135,11 @@ class Daemon:
             "app": {"port": self.port, "key": KEY},
             "server": {"listen": "127.0.0.1"},
             "jail": {"uid_min": self.uid_min, "uid_max": self.uid_max},
+            # each daemon its own run subnet; DNS relayed to nowhere (the
+            # loopback, where nothing answers) unless a test names the
+            # lab's resolver: a test daemon never asks the host's
+            "network": {"subnet": f"10.{192 + (self.k // 256) % 32}.{self.k % 256}.0/24",
+                        "dns_servers": ["127.0.0.1"]},
             "dependencies": {"python_requirements": self.requirements_path,
                              "layer_dir": self.layer_dir},
         }

@@ -1,0 +1,720 @@
+/* The DNS relay (see dnsrelay.h). One thread runs a poll loop over the stop
+ * eventfd, the two listening sockets and one fd per slot: a pending UDP
+ * query (its own connected socket, so a random source port and only the
+ * upstream can answer it) or a TCP client, a small state machine that has
+ * exactly one fd of interest at any time. Slots are fixed arrays sized at
+ * start; per query only the copy kept for retries is allocated. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "net/dnsrelay.h"
+
+#define DNS_HEADER_SIZE 12
+#define UDP_MAX_QUERY 4096
+/* Datagrams read and connections accepted per loop turn, so that a flood
+ * on one socket still leaves turns for the others. */
+#define LISTEN_BATCH 64
+/* Datagrams read from one upstream socket per turn (wrong IDs included). */
+#define ANSWER_BATCH 16
+/* Out of fds or memory: stop accepting for a while rather than spin. */
+#define ACCEPT_PAUSE_MS 100
+#define MAX_TIMEOUT_MS 600000
+#define MAX_INFLIGHT 65536
+#define MAX_TCP 4096
+
+/* The fixed pollfd entries in front of the slots. */
+enum { PFD_STOP, PFD_UDP, PFD_TCP, PFD_FIXED };
+
+struct udp_query {
+        int fd; /* connected to upstreams[up]; -1: the slot is free */
+        size_t up;
+        int64_t deadline;
+        struct sockaddr_storage client;
+        socklen_t client_len;
+        unsigned char *msg;
+        size_t len;
+};
+
+enum tcp_state {
+        TCP_FREE,
+        TCP_READ_QUERY,   /* client fd, POLLIN */
+        TCP_CONNECT,      /* upstream fd, POLLOUT */
+        TCP_SEND_QUERY,   /* upstream fd, POLLOUT */
+        TCP_READ_ANSWER,  /* upstream fd, POLLIN */
+        TCP_WRITE_ANSWER, /* client fd, POLLOUT */
+};
+
+/* A message with its 2-byte length prefix, being read or written. */
+struct frame {
+        unsigned char prefix[2];
+        unsigned char *buf; /* prefix + body once the prefix is complete */
+        size_t size;        /* 2 + body length; 0 while the prefix is incomplete */
+        size_t done;
+};
+
+struct tcp_conn {
+        enum tcp_state state;
+        int fd;    /* the client */
+        int up_fd; /* the current upstream attempt, or -1 */
+        size_t up;
+        int64_t deadline;
+        struct frame query, answer;
+};
+
+struct dns_relay {
+        int udp_fd, tcp_fd, stop_fd;
+        struct sockaddr_storage upstreams[DNS_RELAY_MAX_UPSTREAMS];
+        size_t n_upstreams;
+        int timeout_ms;
+        unsigned max_inflight, max_tcp;
+        struct udp_query *udp;
+        unsigned n_udp;
+        struct tcp_conn *tcp;
+        unsigned n_tcp;
+        int64_t accept_paused_until;
+        /* poll set: PFD_FIXED entries, then one per busy slot; owner[i]
+         * is the slot of pfds[i] (UDP slots first, then TCP slots) */
+        struct pollfd *pfds;
+        unsigned *owner;
+        pthread_t thread;
+        _Atomic uint64_t queries, answers, timeouts, dropped;
+        unsigned char buf[65536]; /* one datagram at a time */
+};
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void count(_Atomic uint64_t *counter)
+{
+        atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+static socklen_t addr_len(const struct sockaddr_storage *a)
+{
+        return a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+static bool would_block(int err)
+{
+        return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
+}
+
+/* ---- UDP ----------------------------------------------------------------- */
+
+static void udp_release(struct dns_relay *r, struct udp_query *q)
+{
+        q->fd = safe_close(q->fd);
+        free(q->msg);
+        q->msg = NULL;
+        r->n_udp--;
+}
+
+/* Sends the query to upstreams[q->up], or the next that takes it, from a
+ * fresh socket. false when none is left. */
+static bool udp_attempt(struct dns_relay *r, struct udp_query *q)
+{
+        for (; q->up < r->n_upstreams; q->up++) {
+                const struct sockaddr_storage *u = &r->upstreams[q->up];
+                q->fd = safe_close(q->fd);
+                q->fd = socket(u->ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (q->fd < 0)
+                        continue;
+                if (connect(q->fd, (const struct sockaddr *)u, addr_len(u)) == 0 &&
+                    send(q->fd, q->msg, q->len, 0) == (ssize_t)q->len) {
+                        q->deadline = now_ms() + r->timeout_ms;
+                        return true;
+                }
+        }
+        q->fd = safe_close(q->fd);
+        return false;
+}
+
+static void udp_next_upstream(struct dns_relay *r, struct udp_query *q)
+{
+        q->up++;
+        if (!udp_attempt(r, q)) {
+                count(&r->timeouts);
+                udp_release(r, q);
+        }
+}
+
+static void udp_on_upstream(struct dns_relay *r, struct udp_query *q)
+{
+        for (int i = 0; i < ANSWER_BATCH; i++) {
+                ssize_t n = recv(q->fd, r->buf, sizeof(r->buf), 0);
+                if (n < 0) {
+                        /* ECONNREFUSED and the like: this upstream is out */
+                        if (!would_block(errno))
+                                udp_next_upstream(r, q);
+                        return;
+                }
+                /* a stray or stale answer: keep waiting for ours */
+                if (n < DNS_HEADER_SIZE || memcmp(r->buf, q->msg, 2) != 0)
+                        continue;
+                if (sendto(r->udp_fd, r->buf, (size_t)n, MSG_DONTWAIT,
+                           (const struct sockaddr *)&q->client, q->client_len) == n)
+                        count(&r->answers);
+                udp_release(r, q);
+                return;
+        }
+}
+
+static struct udp_query *udp_free_slot(struct dns_relay *r)
+{
+        for (unsigned i = 0; i < r->max_inflight; i++)
+                if (r->udp[i].fd < 0)
+                        return &r->udp[i];
+        return NULL;
+}
+
+static void udp_on_query(struct dns_relay *r)
+{
+        for (int i = 0; i < LISTEN_BATCH; i++) {
+                struct sockaddr_storage from;
+                socklen_t from_len = sizeof(from);
+                /* MSG_TRUNC: n is the datagram's real size, so an oversized
+                 * one is seen as such */
+                ssize_t n = recvfrom(r->udp_fd, r->buf, UDP_MAX_QUERY + 1, MSG_DONTWAIT | MSG_TRUNC,
+                                     (struct sockaddr *)&from, &from_len);
+                if (n < 0) {
+                        if (would_block(errno))
+                                return;
+                        continue;
+                }
+                struct udp_query *q = NULL;
+                if (n < DNS_HEADER_SIZE || n > UDP_MAX_QUERY || r->n_udp >= r->max_inflight ||
+                    !(q = udp_free_slot(r)) || !(q->msg = malloc((size_t)n))) {
+                        count(&r->dropped);
+                        continue;
+                }
+                memcpy(q->msg, r->buf, (size_t)n);
+                q->len = (size_t)n;
+                q->client = from;
+                q->client_len = from_len;
+                q->up = 0;
+                r->n_udp++;
+                count(&r->queries);
+                if (!udp_attempt(r, q)) {
+                        count(&r->timeouts);
+                        udp_release(r, q);
+                }
+        }
+}
+
+/* ---- TCP ----------------------------------------------------------------- */
+
+static void frame_reset(struct frame *f)
+{
+        free(f->buf);
+        *f = (struct frame){0};
+}
+
+/* 1: complete, 0: more to come, -EPIPE: end of stream, -EBADMSG: a length
+ * below a DNS header, or another -errno. */
+static int frame_read(int fd, struct frame *f)
+{
+        for (;;) {
+                ssize_t n = f->size == 0 ? recv(fd, f->prefix + f->done, 2 - f->done, 0)
+                                         : recv(fd, f->buf + f->done, f->size - f->done, 0);
+                if (n < 0)
+                        return would_block(errno) ? 0 : -errno;
+                if (n == 0)
+                        return -EPIPE;
+                f->done += (size_t)n;
+                if (f->size == 0) {
+                        if (f->done < 2)
+                                continue;
+                        size_t len = (size_t)f->prefix[0] << 8 | f->prefix[1];
+                        if (len < DNS_HEADER_SIZE)
+                                return -EBADMSG;
+                        f->buf = malloc(2 + len);
+                        if (!f->buf)
+                                return -ENOMEM;
+                        memcpy(f->buf, f->prefix, 2);
+                        f->size = 2 + len;
+                }
+                if (f->done == f->size)
+                        return 1;
+        }
+}
+
+/* 1: all written, 0: more to write, or -errno. */
+static int frame_write(int fd, struct frame *f)
+{
+        while (f->done < f->size) {
+                ssize_t n = send(fd, f->buf + f->done, f->size - f->done, MSG_NOSIGNAL);
+                if (n < 0)
+                        return would_block(errno) ? 0 : -errno;
+                f->done += (size_t)n;
+        }
+        return 1;
+}
+
+static void tcp_close(struct dns_relay *r, struct tcp_conn *c)
+{
+        c->fd = safe_close(c->fd);
+        c->up_fd = safe_close(c->up_fd);
+        frame_reset(&c->query);
+        frame_reset(&c->answer);
+        c->state = TCP_FREE;
+        r->n_tcp--;
+}
+
+/* Waits for the client's next query (a fresh timeout_ms * 2). */
+static void tcp_await_query(struct dns_relay *r, struct tcp_conn *c)
+{
+        frame_reset(&c->query);
+        frame_reset(&c->answer);
+        c->state = TCP_READ_QUERY;
+        c->deadline = now_ms() + 2 * (int64_t)r->timeout_ms;
+}
+
+/* Connects to upstreams[c->up], or the next that can be tried. false when
+ * none is left. */
+static bool tcp_attempt(struct dns_relay *r, struct tcp_conn *c)
+{
+        for (; c->up < r->n_upstreams; c->up++) {
+                const struct sockaddr_storage *u = &r->upstreams[c->up];
+                c->up_fd = safe_close(c->up_fd);
+                c->up_fd = socket(u->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (c->up_fd < 0)
+                        continue;
+                int k = connect(c->up_fd, (const struct sockaddr *)u, addr_len(u));
+                if (k < 0 && errno != EINPROGRESS)
+                        continue;
+                frame_reset(&c->answer);
+                c->query.done = 0;
+                c->state = k == 0 ? TCP_SEND_QUERY : TCP_CONNECT;
+                c->deadline = now_ms() + r->timeout_ms;
+                return true;
+        }
+        c->up_fd = safe_close(c->up_fd);
+        return false;
+}
+
+static void tcp_next_upstream(struct dns_relay *r, struct tcp_conn *c)
+{
+        c->up++;
+        if (!tcp_attempt(r, c)) {
+                count(&r->timeouts);
+                tcp_close(r, c);
+        }
+}
+
+static void tcp_on_query_bytes(struct dns_relay *r, struct tcp_conn *c)
+{
+        int k = frame_read(c->fd, &c->query);
+        if (k == 0)
+                return;
+        if (k < 0) {
+                /* a clean close between queries is no error */
+                if (k != -EPIPE || c->query.done > 0)
+                        count(&r->dropped);
+                tcp_close(r, c);
+                return;
+        }
+        count(&r->queries);
+        c->up = 0;
+        if (!tcp_attempt(r, c)) {
+                count(&r->timeouts);
+                tcp_close(r, c);
+        }
+}
+
+static void tcp_write_answer(struct dns_relay *r, struct tcp_conn *c)
+{
+        int k = frame_write(c->fd, &c->answer);
+        if (k < 0) {
+                tcp_close(r, c);
+        } else if (k > 0) {
+                count(&r->answers);
+                tcp_await_query(r, c);
+        }
+}
+
+static void tcp_on_answer_bytes(struct dns_relay *r, struct tcp_conn *c)
+{
+        int k = frame_read(c->up_fd, &c->answer);
+        if (k == 0)
+                return;
+        /* over TCP an answer with another ID means a confused upstream */
+        if (k < 0 || memcmp(c->answer.buf + 2, c->query.buf + 2, 2) != 0) {
+                tcp_next_upstream(r, c);
+                return;
+        }
+        c->up_fd = safe_close(c->up_fd);
+        c->answer.done = 0;
+        c->state = TCP_WRITE_ANSWER;
+        c->deadline = now_ms() + 2 * (int64_t)r->timeout_ms;
+        tcp_write_answer(r, c);
+}
+
+static void tcp_send_query(struct dns_relay *r, struct tcp_conn *c)
+{
+        int k = frame_write(c->up_fd, &c->query);
+        if (k < 0)
+                tcp_next_upstream(r, c);
+        else if (k > 0)
+                c->state = TCP_READ_ANSWER;
+}
+
+static void tcp_on_connected(struct dns_relay *r, struct tcp_conn *c)
+{
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(c->up_fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
+                tcp_next_upstream(r, c);
+                return;
+        }
+        c->state = TCP_SEND_QUERY;
+        tcp_send_query(r, c);
+}
+
+static void tcp_on_event(struct dns_relay *r, struct tcp_conn *c)
+{
+        switch (c->state) {
+        case TCP_READ_QUERY:
+                tcp_on_query_bytes(r, c);
+                break;
+        case TCP_CONNECT:
+                tcp_on_connected(r, c);
+                break;
+        case TCP_SEND_QUERY:
+                tcp_send_query(r, c);
+                break;
+        case TCP_READ_ANSWER:
+                tcp_on_answer_bytes(r, c);
+                break;
+        case TCP_WRITE_ANSWER:
+                tcp_write_answer(r, c);
+                break;
+        case TCP_FREE:
+                break;
+        }
+}
+
+static void tcp_on_timeout(struct dns_relay *r, struct tcp_conn *c)
+{
+        switch (c->state) {
+        case TCP_READ_QUERY:
+                if (c->query.done > 0)
+                        count(&r->dropped);
+                tcp_close(r, c);
+                break;
+        case TCP_WRITE_ANSWER:
+                tcp_close(r, c);
+                break;
+        case TCP_CONNECT:
+        case TCP_SEND_QUERY:
+        case TCP_READ_ANSWER:
+                tcp_next_upstream(r, c);
+                break;
+        case TCP_FREE:
+                break;
+        }
+}
+
+static void tcp_on_accept(struct dns_relay *r)
+{
+        for (int i = 0; i < LISTEN_BATCH; i++) {
+                int fd = accept4(r->tcp_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0) {
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                            errno == ENOMEM)
+                                r->accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
+                        else if (!would_block(errno))
+                                continue; /* ECONNABORTED and the like: that one only */
+                        return;
+                }
+                struct tcp_conn *c = NULL;
+                for (unsigned k = 0; k < r->max_tcp && !c; k++)
+                        if (r->tcp[k].state == TCP_FREE)
+                                c = &r->tcp[k];
+                if (!c) {
+                        safe_close(fd);
+                        count(&r->dropped);
+                        continue;
+                }
+                *c = (struct tcp_conn){.fd = fd, .up_fd = -1};
+                r->n_tcp++;
+                tcp_await_query(r, c);
+        }
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+/* The fd a TCP connection waits on, and for what. */
+static int tcp_poll_fd(const struct tcp_conn *c, short *ret_events)
+{
+        switch (c->state) {
+        case TCP_READ_QUERY:
+                *ret_events = POLLIN;
+                return c->fd;
+        case TCP_CONNECT:
+        case TCP_SEND_QUERY:
+                *ret_events = POLLOUT;
+                return c->up_fd;
+        case TCP_READ_ANSWER:
+                *ret_events = POLLIN;
+                return c->up_fd;
+        case TCP_WRITE_ANSWER:
+                *ret_events = POLLOUT;
+                return c->fd;
+        case TCP_FREE:
+                break;
+        }
+        return -1;
+}
+
+static void poll_add(struct dns_relay *r, size_t *n, int fd, short events, unsigned owner,
+                     int64_t deadline, int64_t *next)
+{
+        r->pfds[*n] = (struct pollfd){.fd = fd, .events = events};
+        r->owner[*n] = owner;
+        (*n)++;
+        if (deadline < *next)
+                *next = deadline;
+}
+
+/* Fills the poll set; returns its size and the poll timeout. */
+static size_t poll_build(struct dns_relay *r, int64_t now, int *ret_timeout)
+{
+        int64_t next = INT64_MAX;
+        bool paused = r->accept_paused_until > now;
+        r->pfds[PFD_STOP] = (struct pollfd){.fd = r->stop_fd, .events = POLLIN};
+        r->pfds[PFD_UDP] = (struct pollfd){.fd = r->udp_fd, .events = POLLIN};
+        r->pfds[PFD_TCP] = (struct pollfd){.fd = paused ? -1 : r->tcp_fd, .events = POLLIN};
+        if (paused)
+                next = r->accept_paused_until;
+        size_t n = PFD_FIXED;
+        for (unsigned i = 0; i < r->max_inflight; i++)
+                if (r->udp[i].fd >= 0)
+                        poll_add(r, &n, r->udp[i].fd, POLLIN, i, r->udp[i].deadline, &next);
+        for (unsigned i = 0; i < r->max_tcp; i++) {
+                short events = 0;
+                int fd = tcp_poll_fd(&r->tcp[i], &events);
+                if (fd >= 0)
+                        poll_add(r, &n, fd, events, r->max_inflight + i, r->tcp[i].deadline, &next);
+        }
+        if (next == INT64_MAX)
+                *ret_timeout = -1;
+        else
+                *ret_timeout =
+                    next <= now ? 0 : (int)(next - now < INT32_MAX ? next - now : INT32_MAX);
+        return n;
+}
+
+static void expire(struct dns_relay *r, int64_t now)
+{
+        for (unsigned i = 0; i < r->max_inflight; i++)
+                if (r->udp[i].fd >= 0 && r->udp[i].deadline <= now)
+                        udp_next_upstream(r, &r->udp[i]);
+        for (unsigned i = 0; i < r->max_tcp; i++)
+                if (r->tcp[i].state != TCP_FREE && r->tcp[i].deadline <= now)
+                        tcp_on_timeout(r, &r->tcp[i]);
+}
+
+static void *relay_main(void *arg)
+{
+        struct dns_relay *r = arg;
+        pthread_setname_np(pthread_self(), "dnsrelay");
+        for (;;) {
+                int timeout;
+                size_t n = poll_build(r, now_ms(), &timeout);
+                if (poll(r->pfds, n, timeout) < 0) {
+                        if (errno == EINTR || errno == ENOMEM || errno == EAGAIN)
+                                continue;
+                        break;
+                }
+                if (r->pfds[PFD_STOP].revents)
+                        break;
+                /* slots first: each appears once, and only the listeners
+                 * below hand slots out, so every entry still means the
+                 * slot it was built for */
+                for (size_t i = PFD_FIXED; i < n; i++) {
+                        if (!r->pfds[i].revents)
+                                continue;
+                        unsigned s = r->owner[i];
+                        if (s < r->max_inflight)
+                                udp_on_upstream(r, &r->udp[s]);
+                        else
+                                tcp_on_event(r, &r->tcp[s - r->max_inflight]);
+                }
+                if (r->pfds[PFD_UDP].revents)
+                        udp_on_query(r);
+                if (r->pfds[PFD_TCP].revents)
+                        tcp_on_accept(r);
+                expire(r, now_ms());
+        }
+        return NULL;
+}
+
+/* ---- start and stop ------------------------------------------------------ */
+
+static void relay_free(struct dns_relay *r)
+{
+        if (!r)
+                return;
+        for (unsigned i = 0; r->udp && i < r->max_inflight; i++)
+                if (r->udp[i].fd >= 0)
+                        udp_release(r, &r->udp[i]);
+        for (unsigned i = 0; r->tcp && i < r->max_tcp; i++)
+                if (r->tcp[i].state != TCP_FREE)
+                        tcp_close(r, &r->tcp[i]);
+        safe_close(r->udp_fd);
+        safe_close(r->tcp_fd);
+        safe_close(r->stop_fd);
+        free(r->udp);
+        free(r->tcp);
+        free(r->pfds);
+        free(r->owner);
+        free(r);
+}
+
+static void relay_freep(struct dns_relay **r)
+{
+        relay_free(*r);
+}
+
+static int sockopt_int(int fd, int opt, int *ret)
+{
+        socklen_t len = sizeof(*ret);
+        return getsockopt(fd, SOL_SOCKET, opt, ret, &len) < 0 ? -errno : 0;
+}
+
+/* fd must be a socket of that type (and listening, for a stream); it is
+ * made non-blocking. */
+static int check_socket(int fd, int type)
+{
+        int t = 0, listening = 0;
+        if (fd < 0)
+                return 0;
+        int k = sockopt_int(fd, SO_TYPE, &t);
+        if (k == 0 && type == SOCK_STREAM)
+                k = sockopt_int(fd, SO_ACCEPTCONN, &listening);
+        if (k < 0)
+                return k == -ENOTSOCK ? -EINVAL : k;
+        if (t != type || (type == SOCK_STREAM && !listening))
+                return -EINVAL;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        return 0;
+}
+
+static int check_config(const struct dns_relay_config *cfg)
+{
+        if (!cfg || !cfg->upstreams || cfg->n_upstreams < 1 ||
+            cfg->n_upstreams > DNS_RELAY_MAX_UPSTREAMS || cfg->timeout_ms < 1 ||
+            cfg->timeout_ms > MAX_TIMEOUT_MS || (cfg->udp_fd < 0 && cfg->tcp_fd < 0) ||
+            cfg->max_inflight < 1 || cfg->max_inflight > MAX_INFLIGHT || cfg->max_tcp < 1 ||
+            cfg->max_tcp > MAX_TCP)
+                return -EINVAL;
+        for (size_t i = 0; i < cfg->n_upstreams; i++) {
+                const struct sockaddr_storage *u = &cfg->upstreams[i];
+                if (u->ss_family == AF_INET) {
+                        if (((const struct sockaddr_in *)u)->sin_port == 0)
+                                return -EINVAL;
+                } else if (u->ss_family == AF_INET6) {
+                        if (((const struct sockaddr_in6 *)u)->sin6_port == 0)
+                                return -EINVAL;
+                } else {
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+static int relay_alloc(const struct dns_relay_config *cfg, struct dns_relay **ret)
+{
+        _cleanup_(relay_freep) struct dns_relay *r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        r->udp_fd = r->tcp_fd = r->stop_fd = -1;
+        memcpy(r->upstreams, cfg->upstreams, cfg->n_upstreams * sizeof(*cfg->upstreams));
+        r->n_upstreams = cfg->n_upstreams;
+        r->timeout_ms = cfg->timeout_ms;
+        r->max_inflight = cfg->max_inflight;
+        r->max_tcp = cfg->max_tcp;
+        size_t n_pfds = PFD_FIXED + (size_t)cfg->max_inflight + cfg->max_tcp;
+        r->udp = calloc(cfg->max_inflight, sizeof(*r->udp));
+        r->tcp = calloc(cfg->max_tcp, sizeof(*r->tcp));
+        r->pfds = calloc(n_pfds, sizeof(*r->pfds));
+        r->owner = calloc(n_pfds, sizeof(*r->owner));
+        if (!r->udp || !r->tcp || !r->pfds || !r->owner)
+                return -ENOMEM;
+        for (unsigned i = 0; i < cfg->max_inflight; i++)
+                r->udp[i].fd = -1;
+        for (unsigned i = 0; i < cfg->max_tcp; i++)
+                r->tcp[i] = (struct tcp_conn){.fd = -1, .up_fd = -1};
+        r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (r->stop_fd < 0)
+                return -errno;
+        /* last: a failure above must leave the caller's sockets open */
+        r->udp_fd = cfg->udp_fd;
+        r->tcp_fd = cfg->tcp_fd;
+        *ret = TAKE_PTR(r);
+        return 0;
+}
+
+int dns_relay_start(const struct dns_relay_config *cfg, struct dns_relay **ret)
+{
+        struct dns_relay *r = NULL;
+        int k = check_config(cfg);
+        if (k < 0 || (k = check_socket(cfg->udp_fd, SOCK_DGRAM)) < 0 ||
+            (k = check_socket(cfg->tcp_fd, SOCK_STREAM)) < 0 || (k = relay_alloc(cfg, &r)) < 0)
+                return k;
+        /* the relay thread takes no signals: they stay the process's */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        k = pthread_create(&r->thread, NULL, relay_main, r);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (k != 0) {
+                /* on failure the sockets stay the caller's */
+                r->udp_fd = r->tcp_fd = -1;
+                relay_free(r);
+                return -k;
+        }
+        *ret = r;
+        return 0;
+}
+
+struct dns_relay *dns_relay_stop(struct dns_relay *r)
+{
+        if (!r)
+                return NULL;
+        uint64_t one = 1;
+        /* an eventfd write fails only when the counter would overflow */
+        (void)!write(r->stop_fd, &one, sizeof(one));
+        pthread_join(r->thread, NULL);
+        relay_free(r);
+        return NULL;
+}
+
+void dns_relay_counts(const struct dns_relay *r, struct dns_relay_counts *ret)
+{
+        *ret = (struct dns_relay_counts){
+            .queries = atomic_load_explicit(&r->queries, memory_order_relaxed),
+            .answers = atomic_load_explicit(&r->answers, memory_order_relaxed),
+            .timeouts = atomic_load_explicit(&r->timeouts, memory_order_relaxed),
+            .dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed),
+        };
+}

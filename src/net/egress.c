@@ -1,0 +1,258 @@
+/* The runs' egress policy as an nftables table (egress.h). The table is
+ * family ip: runs have no IPv6 route, and an IPv4-mapped IPv6 address
+ * leaves a run as an IPv4 packet, so it meets these rules too. */
+#include <errno.h>
+#include <jansson.h>
+#include <nftables/libnftables.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/egress.h"
+
+const char *const egress_reason_names[EGRESS_REASONS] = {
+        [EGRESS_HOST] = "host",
+        [EGRESS_LOOPBACK] = "loopback",
+        [EGRESS_PRIVATE] = "private",
+        [EGRESS_LINK_LOCAL] = "link_local",
+        [EGRESS_MULTICAST] = "multicast",
+        [EGRESS_RUNS] = "runs",
+        [EGRESS_EGRESS_ONLY] = "egress_only",
+};
+
+/* The default denials, by reason, in the order they are checked. */
+static const struct {
+        enum egress_reason reason;
+        const char *set;
+} denials[] = {
+        {EGRESS_LOOPBACK, "127.0.0.0/8, 0.0.0.0/8"},
+        {EGRESS_PRIVATE, "10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10"},
+        {EGRESS_LINK_LOCAL, "169.254.0.0/16"},
+        {EGRESS_MULTICAST, "224.0.0.0/4, 240.0.0.0/4"},
+};
+
+static void prefix_text(const struct netaddr_prefix *p, char *buf, size_t len)
+{
+        netaddr_format_prefix(p, buf, len);
+}
+
+/* "a . tcp . 80, a . udp . 80" for the port entries; "a/8" for the rest. */
+static void append_elements(struct strbuf *sb, const struct netaddr_entry *e, size_t n,
+                            bool with_port)
+{
+        bool first = true;
+        for (size_t i = 0; i < n; i++) {
+                char a[32];
+                if ((e[i].port != 0) != with_port)
+                        continue;
+                prefix_text(&e[i].dst, a, sizeof(a));
+                if (with_port)
+                        strbuf_appendf(sb, "%s%s . tcp . %u, %s . udp . %u", first ? "" : ", ", a,
+                                       e[i].port, a, e[i].port);
+                else
+                        strbuf_appendf(sb, "%s%s", first ? "" : ", ", a);
+                first = false;
+        }
+}
+
+static size_t count_entries(const struct netaddr_entry *e, size_t n, bool with_port)
+{
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+                k += (e[i].port != 0) == with_port;
+        return k;
+}
+
+/* Sets name_net (addresses) and name_port (address . protocol . port)
+ * with the entries, and the rules accepting them. */
+static void append_sets(struct strbuf *sets, struct strbuf *rules, const char *name,
+                        const struct netaddr_entry *e, size_t n)
+{
+        if (count_entries(e, n, false)) {
+                strbuf_appendf(sets, "  set %s_net { type ipv4_addr; flags interval; elements = { ",
+                               name);
+                append_elements(sets, e, n, false);
+                strbuf_appends(sets, " } }\n");
+                strbuf_appendf(rules, "    ip daddr @%s_net accept\n", name);
+        }
+        if (count_entries(e, n, true)) {
+                strbuf_appendf(sets,
+                               "  set %s_port { type ipv4_addr . inet_proto . inet_service; "
+                               "flags interval; elements = { ",
+                               name);
+                append_elements(sets, e, n, true);
+                strbuf_appends(sets, " } }\n");
+                strbuf_appendf(rules, "    ip daddr . meta l4proto . th dport @%s_port accept\n",
+                               name);
+        }
+}
+
+int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
+{
+        char subnet[32], gw[32];
+        struct netaddr_prefix g = {.addr = p->gateway, .len = 32};
+        prefix_text(&p->subnet, subnet, sizeof(subnet));
+        prefix_text(&g, gw, sizeof(gw));
+        struct strbuf sets, rules;
+        strbuf_init(&sets, 0);
+        strbuf_init(&rules, 0);
+        append_sets(&sets, &rules, "always", p->always, p->n_always);
+        bool only = p->n_egress_only > 0;
+        if (only)
+                append_sets(&sets, &rules, "egress_only", p->egress_only, p->n_egress_only);
+        else
+                append_sets(&sets, &rules, "allow", p->allow, p->n_allow);
+
+        /* Declaring then deleting makes the load replace an older table in
+         * the same transaction, whether or not one exists. */
+        strbuf_appendf(out, "table ip %s\ndelete table ip %s\ntable ip %s {\n", p->table,
+                       p->table, p->table);
+        for (size_t i = 0; i < EGRESS_REASONS; i++)
+                strbuf_appendf(out, "  counter %s { }\n", egress_reason_names[i]);
+        strbuf_append(out, sets.data ? sets.data : "", sets.len);
+        strbuf_appendf(out,
+                       "  chain refuse {\n"
+                       "    meta l4proto tcp reject with tcp reset\n"
+                       "    reject\n"
+                       "  }\n"
+                       "  chain input {\n"
+                       "    type filter hook input priority -5; policy accept;\n"
+                       "    ip saddr %s jump run_to_host\n"
+                       "  }\n"
+                       "  chain run_to_host {\n"
+                       "    ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n"
+                       "    counter name host goto refuse\n"
+                       "  }\n"
+                       "  chain forward {\n"
+                       "    type filter hook forward priority -5; policy accept;\n"
+                       "    ip daddr %s ct state established,related accept\n"
+                       "    ip daddr %s ip saddr %s counter name runs goto refuse\n"
+                       "    ip daddr %s drop\n"
+                       "    ip saddr %s jump egress\n",
+                       subnet, gw, subnet, subnet, subnet, subnet, subnet);
+        if (p->drop_foreign_forwarding)
+                strbuf_appends(out, "    iifname != \"lbx*\" oifname != \"lbx*\" drop\n");
+        strbuf_appends(out, "  }\n"
+                            "  chain egress {\n"
+                            "    ct state established,related accept\n"
+                            "    meta l4proto != { tcp, udp } drop\n");
+        strbuf_append(out, rules.data ? rules.data : "", rules.len);
+        if (only) {
+                strbuf_appends(out, "    counter name egress_only goto refuse\n");
+        } else {
+                for (size_t i = 0; i < ELEMENTSOF(denials); i++)
+                        strbuf_appendf(out, "    ip daddr { %s } counter name %s goto refuse\n",
+                                       denials[i].set, egress_reason_names[denials[i].reason]);
+                strbuf_appends(out, "    accept\n");
+        }
+        strbuf_appendf(out,
+                       "  }\n"
+                       "  chain postrouting {\n"
+                       "    type nat hook postrouting priority 100; policy accept;\n"
+                       "    ip saddr %s ip daddr != %s masquerade\n"
+                       "  }\n"
+                       "}\n",
+                       subnet, subnet);
+        strbuf_free(&sets);
+        strbuf_free(&rules);
+        return out->data ? 0 : -ENOMEM;
+}
+
+int egress_nft_run(struct nft_ctx *nft, const char *cmds, char *err, size_t errlen)
+{
+        nft_ctx_buffer_error(nft);
+        int r = nft_run_cmd_from_buffer(nft, cmds);
+        const char *e = nft_ctx_get_error_buffer(nft);
+        if (r != 0 && err) {
+                /* nft's message names the command line; keep its first line */
+                size_t n = e ? strcspn(e, "\n") : 0;
+                snprintf(err, errlen, "%.*s", (int)n, n ? e : "nft failed");
+        }
+        nft_ctx_unbuffer_error(nft);
+        return r == 0 ? 0 : -EIO;
+}
+
+int egress_load(struct nft_ctx *nft, const struct egress_policy *p, char *err, size_t errlen)
+{
+        struct strbuf sb;
+        strbuf_init(&sb, 0);
+        int r = egress_ruleset(p, &sb);
+        if (r == 0)
+                r = egress_nft_run(nft, sb.data, err, errlen);
+        strbuf_free(&sb);
+        return r;
+}
+
+int egress_unload(struct nft_ctx *nft, const char *table)
+{
+        char cmd[96];
+        snprintf(cmd, sizeof(cmd), "delete table ip %s", table);
+        return egress_nft_run(nft, cmd, NULL, 0);
+}
+
+/* nft's JSON output for cmd, parsed; NULL on failure. */
+static json_t *nft_json(struct nft_ctx *nft, const char *cmd)
+{
+        unsigned flags = nft_ctx_output_get_flags(nft);
+        nft_ctx_output_set_flags(nft, flags | NFT_CTX_OUTPUT_JSON);
+        nft_ctx_buffer_output(nft);
+        nft_ctx_buffer_error(nft);
+        json_t *root = NULL;
+        if (nft_run_cmd_from_buffer(nft, cmd) == 0) {
+                const char *text = nft_ctx_get_output_buffer(nft);
+                root = text ? json_loads(text, 0, NULL) : NULL;
+        }
+        nft_ctx_unbuffer_output(nft);
+        nft_ctx_unbuffer_error(nft);
+        nft_ctx_output_set_flags(nft, flags);
+        return root;
+}
+
+int egress_counters(struct nft_ctx *nft, const char *table, uint64_t ret[EGRESS_REASONS])
+{
+        char cmd[96];
+        snprintf(cmd, sizeof(cmd), "list counters table ip %s", table);
+        json_t *root = nft_json(nft, cmd);
+        if (!root)
+                return -EIO;
+        uint64_t v[EGRESS_REASONS] = {0};
+        json_t *items = json_object_get(root, "nftables"), *it;
+        size_t i;
+        json_array_foreach(items, i, it)
+        {
+                json_t *c = json_object_get(it, "counter");
+                const char *name = json_string_value(json_object_get(c, "name"));
+                for (size_t k = 0; name && k < EGRESS_REASONS; k++)
+                        if (strcmp(name, egress_reason_names[k]) == 0)
+                                v[k] = (uint64_t)json_integer_value(
+                                    json_object_get(c, "packets"));
+        }
+        json_decref(root);
+        memcpy(ret, v, sizeof(v));
+        return 0;
+}
+
+int egress_remove_stale(struct nft_ctx *nft)
+{
+        json_t *root = nft_json(nft, "list tables ip");
+        if (!root)
+                return -EIO;
+        int removed = 0;
+        json_t *items = json_object_get(root, "nftables"), *it;
+        size_t i;
+        json_array_foreach(items, i, it)
+        {
+                const char *name =
+                    json_string_value(json_object_get(json_object_get(it, "table"), "name"));
+                char *end;
+                if (!name || strncmp(name, "lockbox_", 8) != 0)
+                        continue;
+                long pid = strtol(name + 8, &end, 10);
+                if (*end || pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+                        continue;
+                removed += egress_unload(nft, name) == 0;
+        }
+        json_decref(root);
+        return removed;
+}

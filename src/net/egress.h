@@ -1,0 +1,54 @@
+/* The egress policy of runs with network, as one nftables table: what a
+ * run may send to the host (DNS to the gateway only), to other runs
+ * (nothing) and to the world (public addresses, minus the default denials,
+ * plus network.allow; or only network.egress_only), and the NAT that takes
+ * runs' traffic out. Built as text (unit-tested) and loaded atomically
+ * with libnftables; its named counters count refusals by reason. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/netaddr.h"
+#include "base/strbuf.h"
+
+enum egress_reason {
+        EGRESS_HOST,        /* to the host itself, on any of its addresses */
+        EGRESS_LOOPBACK,    /* 127.0.0.0/8, 0.0.0.0/8 */
+        EGRESS_PRIVATE,     /* RFC 1918, 100.64.0.0/10 */
+        EGRESS_LINK_LOCAL,  /* 169.254.0.0/16 */
+        EGRESS_MULTICAST,   /* 224.0.0.0/4, 240.0.0.0/4 (broadcast among them) */
+        EGRESS_RUNS,        /* another run */
+        EGRESS_EGRESS_ONLY, /* not in network.egress_only */
+        EGRESS_REASONS
+};
+
+/* Metric label of each reason: "host", "private", "link_local"... */
+extern const char *const egress_reason_names[EGRESS_REASONS];
+
+struct egress_policy {
+        char table[32];                 /* nftables table name (family ip) */
+        struct netaddr_prefix subnet;   /* the runs' addresses */
+        uint32_t gateway;               /* the host's side, DNS relay */
+        const struct netaddr_entry *allow;
+        size_t n_allow;
+        const struct netaddr_entry *egress_only;
+        size_t n_egress_only;
+        const struct netaddr_entry *always; /* proxies: open in every mode */
+        size_t n_always;
+        bool drop_foreign_forwarding;   /* we turned forwarding on: keep others' off */
+};
+
+/* The whole table as nft input, replacing any table of that name. */
+int egress_ruleset(const struct egress_policy *p, struct strbuf *out);
+
+struct nft_ctx;
+/* Run nft commands; on failure the first line of nft's error in err. */
+int egress_nft_run(struct nft_ctx *nft, const char *cmds, char *err, size_t errlen);
+int egress_load(struct nft_ctx *nft, const struct egress_policy *p, char *err, size_t errlen);
+int egress_unload(struct nft_ctx *nft, const char *table);
+/* Packets refused so far, by reason. */
+int egress_counters(struct nft_ctx *nft, const char *table, uint64_t ret[EGRESS_REASONS]);
+/* Delete tables "lockbox_<pid>" whose daemon is gone; how many. */
+int egress_remove_stale(struct nft_ctx *nft);

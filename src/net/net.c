@@ -1,0 +1,434 @@
+/* The run network (net.h): namespaces, veth pairs, the egress table. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <nftables/libnftables.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/netaddr.h"
+#include "base/strbuf.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "net/egress.h"
+#include "net/forward.h"
+#include "net/net.h"
+#include "net/rtnl.h"
+
+/* The peer's index and name inside a run's namespace (lo is 1). */
+#define RUN_IFINDEX 2
+#define RUN_IFNAME "eth0"
+
+struct net {
+        struct netaddr_prefix subnet;
+        int host_ns;     /* our own network namespace, to come back to */
+        struct rtnl rtnl; /* in our namespace */
+        struct nft_ctx *nft;
+        struct egress_policy policy;
+        struct netaddr_entry *entries; /* allow, egress_only, proxies */
+        bool forwarding;
+        uint32_t n_slots;   /* run addresses: subnet minus network, gateway, broadcast */
+        uint32_t next_slot; /* handed out round-robin */
+};
+
+uint32_t net_gateway(const struct net *n)
+{
+        return n->subnet.addr + 1;
+}
+
+/* The host's end of a run's veth is named after the run's address, so
+ * that names never collide between daemons (their subnets do not overlap)
+ * and a name still present tells the address is still in use. */
+static void link_name(char *buf, size_t len, uint32_t addr)
+{
+        snprintf(buf, len, "lbx%08x", addr);
+}
+
+/* Write a sysctl of the namespace we are in; absent ones are skipped. */
+static int sysctl_write(const char *path, const char *value)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        ssize_t w = write(fd, value, strlen(value));
+        return w == (ssize_t)strlen(value) ? 0 : w < 0 ? -errno : -EIO;
+}
+
+/* Inside the new namespace: IPv6 off before eth0 exists, lo up, and a
+ * route netlink socket that stays there. */
+static int inner_setup(struct rtnl *inner)
+{
+        int r = sysctl_write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+        if (r == 0)
+                r = sysctl_write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+        if (r == 0)
+                r = rtnl_open(inner);
+        if (r == 0)
+                r = rtnl_link_up(inner, 1);
+        return r;
+}
+
+/* A fresh namespace (its fd) with lo up, and a netlink socket in it. */
+static int make_namespace(struct net *n, struct rtnl *inner, int *ret_fd)
+{
+        if (unshare(CLONE_NEWNET) < 0)
+                return -errno;
+        int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        int r = fd < 0 ? -errno : inner_setup(inner);
+        if (setns(n->host_ns, CLONE_NEWNET) < 0) {
+                /* We cannot be left in the run's namespace: never go on. */
+                log_error(NULL, "net.setns_failed", "error=%s", log_q(strerror(errno)));
+                abort();
+        }
+        if (r < 0) {
+                rtnl_close(inner);
+                safe_close(fd);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+static int link_run(struct net *n, struct rtnl *inner, const char *name, int nsfd, uint32_t addr)
+{
+        uint32_t gw = net_gateway(n);
+        int r = rtnl_veth_create(&n->rtnl, name, RUN_IFNAME, RUN_IFINDEX, nsfd);
+        if (r < 0)
+                return r;
+        int index = (int)if_nametoindex(name);
+        if (index <= 0)
+                return -ENODEV;
+        /* No IPv6 on the host's end either: no link-local address, no
+         * router or neighbour chatter into the run. */
+        char path[96];
+        snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", name);
+        if ((r = sysctl_write(path, "1")) < 0 || (r = rtnl_link_up(&n->rtnl, index)) < 0)
+                return r;
+        if ((r = rtnl_addr_add_peer(&n->rtnl, index, gw, addr)) < 0)
+                return r;
+        if ((r = rtnl_link_up(inner, RUN_IFINDEX)) < 0 ||
+            (r = rtnl_addr_add_peer(inner, RUN_IFINDEX, addr, gw)) < 0)
+                return r;
+        return rtnl_route_default(inner, RUN_IFINDEX, gw);
+}
+
+/* The next address whose previous namespace (and so its link) is gone.
+ * A namespace outlives its run while a socket of the run still closes
+ * (TCP's FIN handshake, say), so an address can stay busy for a while. */
+static int next_address(struct net *n, uint32_t *ret)
+{
+        char name[IF_NAMESIZE];
+        for (uint32_t tries = 0; tries < n->n_slots; tries++) {
+                uint32_t addr = n->subnet.addr + 2 + n->next_slot;
+                n->next_slot = (n->next_slot + 1) % n->n_slots;
+                link_name(name, sizeof(name), addr);
+                if (if_nametoindex(name) == 0) {
+                        *ret = addr;
+                        return 0;
+                }
+        }
+        return -EADDRINUSE;
+}
+
+int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, size_t errlen)
+{
+        char name[IF_NAMESIZE];
+        struct rtnl inner = {0};
+        uint32_t addr;
+        int nsfd = -1;
+        int r = next_address(n, &addr);
+        if (r < 0) {
+                snprintf(err, errlen, "network: every address of network.subnet is in use");
+                return r;
+        }
+        link_name(name, sizeof(name), addr);
+        if ((r = make_namespace(n, &inner, &nsfd)) < 0) {
+                snprintf(err, errlen, "network namespace: %s", strerror(-r));
+                return r;
+        }
+        r = link_run(n, &inner, name, nsfd, addr);
+        rtnl_close(&inner);
+        if (r < 0) {
+                snprintf(err, errlen, "network link %s: %s", name, strerror(-r));
+                rtnl_link_delete(&n->rtnl, name);
+                safe_close(nsfd);
+                return r;
+        }
+        *ret_fd = nsfd;
+        *ret_addr = addr;
+        return 0;
+}
+
+/* ---- DNS ------------------------------------------------------------------- */
+
+static char *read_small(const char *path)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char *buf = calloc(1, 65536);
+        ssize_t n = fd >= 0 && buf ? read(fd, buf, 65535) : 0;
+        if (buf && n > 0)
+                buf[n] = '\0';
+        return buf;
+}
+
+char *net_resolv_conf_text(const char *host_text, uint32_t gateway)
+{
+        struct strbuf sb;
+        struct in_addr a = {.s_addr = htonl(gateway)};
+        char gw[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &a, gw, sizeof(gw));
+        strbuf_init(&sb, 0);
+        strbuf_appendf(&sb, "# lockbox: DNS through the gateway, relayed to the host's resolvers\n"
+                            "nameserver %s\n",
+                       gw);
+        for (const char *p = host_text ? host_text : ""; *p;) {
+                size_t len = strcspn(p, "\n");
+                static const char *const keep[] = {"search", "domain", "options"};
+                for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+                        size_t k = strlen(keep[i]);
+                        if (len > k && strncmp(p, keep[i], k) == 0 && (p[k] == ' ' || p[k] == '\t')) {
+                                strbuf_append(&sb, p, len);
+                                strbuf_appends(&sb, "\n");
+                        }
+                }
+                p += len + (p[len] == '\n');
+        }
+        return strbuf_steal(&sb, NULL);
+}
+
+char *net_resolv_conf(const struct net *n)
+{
+        _cleanup_free_ char *host = read_small("/etc/resolv.conf");
+        return net_resolv_conf_text(host, net_gateway(n));
+}
+
+static bool put_upstream(const char *text, struct sockaddr_storage *ss)
+{
+        struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+        memset(ss, 0, sizeof(*ss));
+        if (inet_pton(AF_INET, text, &in4->sin_addr) == 1) {
+                in4->sin_family = AF_INET;
+                in4->sin_port = htons(53);
+                return true;
+        }
+        if (inet_pton(AF_INET6, text, &in6->sin6_addr) == 1) {
+                in6->sin6_family = AF_INET6;
+                in6->sin6_port = htons(53);
+                return true;
+        }
+        return false;
+}
+
+size_t net_dns_upstreams(const struct config *c, struct sockaddr_storage *ret, size_t max)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_net_dns_servers && n < max; i++)
+                n += put_upstream(c->net_dns_servers[i], &ret[n]);
+        if (c->n_net_dns_servers)
+                return n;
+        _cleanup_free_ char *text = read_small("/etc/resolv.conf");
+        for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; line && n < max;
+             line = strtok_r(NULL, "\n", &save)) {
+                char addr[INET6_ADDRSTRLEN + 1];
+                if (sscanf(line, " nameserver %46s", addr) == 1)
+                        n += put_upstream(addr, &ret[n]);
+        }
+        return n;
+}
+
+int net_refused(struct net *n, uint64_t ret[EGRESS_REASONS])
+{
+        return egress_counters(n->nft, n->policy.table, ret);
+}
+
+/* ---- set-up ------------------------------------------------------------------ */
+
+int net_proxy_entry(const char *url, struct netaddr_entry *ret)
+{
+        const char *p = strstr(url, "://");
+        unsigned port = strncmp(url, "https", 5) == 0 ? 443 : strncmp(url, "socks", 5) == 0 ? 1080 : 80;
+        p = p ? p + 3 : url;
+        const char *at = strchr(p, '@'), *end = p + strcspn(p, "/?#");
+        if (at && at < end)
+                p = at + 1;
+        char host[256];
+        size_t len = (size_t)(end - p);
+        if (len == 0 || len >= sizeof(host))
+                return -EINVAL;
+        memcpy(host, p, len);
+        host[len] = '\0';
+        char *colon = strrchr(host, ':');
+        if (colon && !strchr(host, ']')) {
+                *colon = '\0';
+                port = (unsigned)atoi(colon + 1);
+                if (port == 0 || port > 65535)
+                        return -EINVAL;
+        }
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+        if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai)
+                return -EHOSTUNREACH;
+        uint32_t a = ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr);
+        freeaddrinfo(ai);
+        *ret = (struct netaddr_entry){.dst = {.addr = a, .len = 32}, .port = port};
+        return 0;
+}
+
+/* network.allow, network.egress_only and the proxies, parsed into one array. */
+static int build_entries(struct net *n, const struct config *c, char *err, size_t errlen)
+{
+        const char *proxies[] = {c->proxy_http, c->proxy_https, c->proxy_socks5};
+        size_t total = c->n_net_allow + c->n_net_egress_only + ELEMENTSOF(proxies);
+        n->entries = calloc(total, sizeof(*n->entries));
+        if (!n->entries)
+                return -ENOMEM;
+        struct netaddr_entry *e = n->entries;
+        for (size_t i = 0; i < c->n_net_allow; i++)
+                netaddr_parse_entry(c->net_allow[i], e++, NULL); /* checked by config */
+        struct egress_policy *p = &n->policy;
+        p->allow = n->entries;
+        p->n_allow = c->n_net_allow;
+        p->egress_only = e;
+        for (size_t i = 0; i < c->n_net_egress_only; i++)
+                netaddr_parse_entry(c->net_egress_only[i], e++, NULL);
+        p->n_egress_only = c->n_net_egress_only;
+        p->always = e;
+        for (size_t i = 0; i < ELEMENTSOF(proxies); i++) {
+                if (!proxies[i] || !*proxies[i])
+                        continue;
+                int r = net_proxy_entry(proxies[i], e);
+                if (r < 0) {
+                        snprintf(err, errlen, "proxy %s: cannot find its IPv4 address and port",
+                                 proxies[i]);
+                        return r;
+                }
+                e++;
+                p->n_always++;
+        }
+        return 0;
+}
+
+/* A namespace and a veth made and removed, so a host that cannot (no
+ * veth driver, no CAP_NET_ADMIN) is found at start-up. */
+static int probe(struct net *n, char *err, size_t errlen)
+{
+        struct rtnl inner = {0};
+        int nsfd = -1;
+        char name[IF_NAMESIZE];
+        snprintf(name, sizeof(name), "lbxp%ld", (long)(getpid() % 100000000));
+        int r = make_namespace(n, &inner, &nsfd);
+        if (r < 0) {
+                snprintf(err, errlen, "cannot create a network namespace: %s", strerror(-r));
+                return r;
+        }
+        rtnl_close(&inner);
+        r = rtnl_veth_create(&n->rtnl, name, RUN_IFNAME, RUN_IFINDEX, nsfd);
+        if (r == 0)
+                rtnl_link_delete(&n->rtnl, name);
+        else
+                snprintf(err, errlen, "cannot create a veth pair: %s", strerror(-r));
+        close(nsfd);
+        return r;
+}
+
+/* The subnet must be ours alone: no address of the host in it (another
+ * daemon's gateway, a real network). */
+static int check_subnet_free(struct net *n, char *err, size_t errlen)
+{
+        struct ifaddrs *list = NULL;
+        if (getifaddrs(&list) < 0)
+                return 0;
+        int r = 0;
+        for (struct ifaddrs *i = list; i && r == 0; i = i->ifa_next) {
+                if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+                        continue;
+                uint32_t a = ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
+                if (!netaddr_contains(&n->subnet, a))
+                        continue;
+                char sub[32];
+                netaddr_format_prefix(&n->subnet, sub, sizeof(sub));
+                snprintf(err, errlen,
+                         "network.subnet %s is in use on this host (interface %s%s); choose "
+                         "a range no interface or other lockboxd uses",
+                         sub, i->ifa_name,
+                         strncmp(i->ifa_name, "lbx", 3) == 0 ? ", another lockboxd's run" : "");
+                r = -EADDRINUSE;
+        }
+        freeifaddrs(list);
+        return r;
+}
+
+static int open_steps(struct net *n, const struct config *c, char *err, size_t errlen)
+{
+        int r;
+        n->host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (n->host_ns < 0) {
+                snprintf(err, errlen, "cannot open /proc/self/ns/net: %s", strerror(errno));
+                return -errno;
+        }
+        if ((r = rtnl_open(&n->rtnl)) < 0) {
+                snprintf(err, errlen, "cannot open a route netlink socket: %s", strerror(-r));
+                return r;
+        }
+        if ((r = check_subnet_free(n, err, errlen)) < 0 ||
+            (r = build_entries(n, c, err, errlen)) < 0)
+                return r;
+        if ((r = probe(n, err, errlen)) < 0)
+                return r;
+        if (!(n->nft = nft_ctx_new(NFT_CTX_DEFAULT))) {
+                snprintf(err, errlen, "cannot start libnftables");
+                return -ENOMEM;
+        }
+        egress_remove_stale(n->nft);
+        if ((r = forward_acquire(&n->policy.drop_foreign_forwarding, err, errlen)) < 0)
+                return r;
+        n->forwarding = true;
+        char why[200];
+        if ((r = egress_load(n->nft, &n->policy, why, sizeof(why))) < 0)
+                snprintf(err, errlen, "cannot load the nftables egress table: %s", why);
+        return r;
+}
+
+int net_open(const struct config *c, struct net **ret, char *err, size_t errlen)
+{
+        struct net *n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        n->host_ns = -1;
+        netaddr_parse_prefix(c->net_subnet, &n->subnet, NULL);
+        n->n_slots = (uint32_t)(netaddr_size(&n->subnet) - 3);
+        snprintf(n->policy.table, sizeof(n->policy.table), "lockbox_%ld", (long)getpid());
+        n->policy.subnet = n->subnet;
+        n->policy.gateway = net_gateway(n);
+        int r = open_steps(n, c, err, errlen);
+        if (r < 0) {
+                net_close(n);
+                return r;
+        }
+        *ret = n;
+        return 0;
+}
+
+struct net *net_close(struct net *n)
+{
+        if (!n)
+                return NULL;
+        if (n->nft) {
+                egress_unload(n->nft, n->policy.table);
+                nft_ctx_free(n->nft);
+        }
+        if (n->forwarding)
+                forward_release();
+        rtnl_close(&n->rtnl);
+        safe_close(n->host_ns);
+        free(n->entries);
+        free(n);
+        return NULL;
+}

@@ -1,0 +1,52 @@
+/* The run network (network.mode: namespace). Every run with network gets
+ * a network namespace of its own, made by the jailer before the run
+ * starts: loopback up, IPv6 off, and an eth0 that is one end of a veth
+ * pair whose host end, lbx<address in hex>, carries the gateway address.
+ * The host routes and NATs the runs' traffic; an nftables table (egress.h)
+ * decides what they may reach. A namespace serves one run and dies with
+ * it, so nothing of one run meets the next. */
+#pragma once
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "net/egress.h"
+
+struct config;
+struct net;
+
+/* Check the host can do it and set it up: stale tables of dead daemons
+ * removed, IPv4 forwarding on (see forward.h), the egress table loaded, one
+ * probe namespace and veth made and removed. On failure err says what is
+ * missing and how to fix it. */
+int net_open(const struct config *cfg, struct net **ret, char *err, size_t errlen);
+/* Remove every link left, the table, and give back the forwarding setting. */
+struct net *net_close(struct net *n);
+
+/* The gateway address (host byte order) runs route and resolve through. */
+uint32_t net_gateway(const struct net *n);
+/* A new network namespace for a run, linked and routed: its fd
+ * (close-on-exec) in *ret_fd, the run's address (host byte order) in
+ * *ret_addr. The caller hands the fd to the run and closes it: the
+ * namespace, its link and its route then go away with the run's last
+ * process and socket, removed by the kernel in the background (deleting
+ * a link in the jailer's loop would block it for tens of ms). 0 or -errno,
+ * with err filled. */
+int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, size_t errlen);
+
+/* The runs' /etc/resolv.conf (malloc'd): the host's search and options
+ * lines, and the gateway as the only nameserver. NULL without memory. */
+char *net_resolv_conf(const struct net *n);
+/* The same from the host's text, for unit tests. */
+char *net_resolv_conf_text(const char *host_text, uint32_t gateway);
+/* Resolvers DNS is relayed to: network.dns_servers, else the nameservers
+ * of /etc/resolv.conf (port 53). How many were written to ret (max). */
+size_t net_dns_upstreams(const struct config *cfg, struct sockaddr_storage *ret, size_t max);
+
+/* Packets refused so far, by reason. */
+int net_refused(struct net *n, uint64_t ret[EGRESS_REASONS]);
+
+/* The IPv4 address and port of a proxy URL (scheme://[user@]host[:port]),
+ * the host resolved with getaddrinfo if it is a name. 0 or -errno. */
+int net_proxy_entry(const char *url, struct netaddr_entry *ret);

@@ -1,0 +1,868 @@
+/* Unit tests for the DNS relay (src/net/dnsrelay.c), on loopback only: a
+ * fake upstream (UDP and TCP on one kernel-chosen port, answering from a
+ * thread of its own) echoes each query with the QR bit and a tag byte that
+ * says which upstream answered; clients are plain sockets. Nothing here
+ * sends a packet to any address but 127.0.0.1 and ::1. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "net/dnsrelay.h"
+#include "test.h"
+
+enum fake_mode {
+        FAKE_ANSWER,   /* answer every query at once */
+        FAKE_SILENT,   /* read UDP queries, never answer; leave TCP ones in the backlog */
+        FAKE_WRONG_ID, /* first a runt and an answer with another ID, then the right one */
+        FAKE_REVERSE,  /* hold a UDP query until the next, answer the later one first */
+};
+
+struct fake {
+        enum fake_mode mode;
+        unsigned char tag;
+        int udp, tcp, stop;
+        struct sockaddr_storage addr;
+        atomic_uint udp_seen, tcp_seen;
+        unsigned char pending[512];
+        size_t pending_len;
+        struct sockaddr_storage pending_from;
+        socklen_t pending_from_len;
+        pthread_t thread;
+};
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+}
+
+static struct sockaddr_storage loopback(int family, uint16_t port)
+{
+        struct sockaddr_storage ss = {0};
+        if (family == AF_INET6) {
+                struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+                a->sin6_family = AF_INET6;
+                a->sin6_addr = in6addr_loopback;
+                a->sin6_port = htons(port);
+        } else {
+                struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+                a->sin_family = AF_INET;
+                a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                a->sin_port = htons(port);
+        }
+        return ss;
+}
+
+static socklen_t sa_len(const struct sockaddr_storage *ss)
+{
+        return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* A socket of that type bound to loopback port `port` (0: the kernel's
+ * choice), its address in ret_addr. */
+static int bound_socket(int family, int type, uint16_t port, struct sockaddr_storage *ret_addr)
+{
+        int fd = socket(family, type | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        struct sockaddr_storage a = loopback(family, port);
+        socklen_t len = sizeof(a);
+        if (bind(fd, (struct sockaddr *)&a, sa_len(&a)) < 0 ||
+            getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+                int k = -errno;
+                close(fd);
+                return k;
+        }
+        *ret_addr = a;
+        return fd;
+}
+
+/* A 12-byte header with that ID and RD, then one question: name. IN A. */
+static size_t make_query(unsigned char *buf, uint16_t id, const char *name)
+{
+        size_t n = strlen(name);
+        unsigned char hdr[12] = {id >> 8, id & 0xff, 0x01, 0x00, 0x00, 0x01};
+        memcpy(buf, hdr, sizeof(hdr));
+        buf[12] = (unsigned char)n;
+        memcpy(buf + 13, name, n);
+        memcpy(buf + 13 + n, "\0\0\1\0\1", 5);
+        return 13 + n + 5;
+}
+
+/* What the fake answers: the query, QR set, then its tag byte. */
+static size_t fake_answer(const struct fake *f, const unsigned char *q, size_t n,
+                          unsigned char *out)
+{
+        memcpy(out, q, n);
+        out[2] |= 0x80;
+        out[n] = f->tag;
+        return n + 1;
+}
+
+static void fake_on_udp(struct fake *f)
+{
+        unsigned char q[512], a[513];
+        struct sockaddr_storage from;
+        socklen_t from_len = sizeof(from);
+        ssize_t n = recvfrom(f->udp, q, sizeof(q), 0, (struct sockaddr *)&from, &from_len);
+        if (n <= 0)
+                return;
+        atomic_fetch_add(&f->udp_seen, 1);
+        size_t an = fake_answer(f, q, (size_t)n, a);
+        switch (f->mode) {
+        case FAKE_SILENT:
+                return;
+        case FAKE_WRONG_ID:
+                sendto(f->udp, a, 5, 0, (struct sockaddr *)&from, from_len);
+                a[0] ^= 0xff;
+                sendto(f->udp, a, an, 0, (struct sockaddr *)&from, from_len);
+                a[0] ^= 0xff;
+                break;
+        case FAKE_REVERSE:
+                if (f->pending_len == 0) {
+                        memcpy(f->pending, q, (size_t)n);
+                        f->pending_len = (size_t)n;
+                        f->pending_from = from;
+                        f->pending_from_len = from_len;
+                        return;
+                }
+                sendto(f->udp, a, an, 0, (struct sockaddr *)&from, from_len);
+                an = fake_answer(f, f->pending, f->pending_len, a);
+                from = f->pending_from;
+                from_len = f->pending_from_len;
+                f->pending_len = 0;
+                break;
+        case FAKE_ANSWER:
+                break;
+        }
+        sendto(f->udp, a, an, 0, (struct sockaddr *)&from, from_len);
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+        size_t got = 0;
+        while (got < n) {
+                ssize_t k = recv(fd, (char *)buf + got, n - got, 0);
+                if (k <= 0)
+                        return -1;
+                got += (size_t)k;
+        }
+        return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+        return send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
+}
+
+/* Serves one TCP connection to its end (the fake's thread is the test's,
+ * so blocking here is fine; the receive timeout bounds it). */
+static void fake_serve_tcp(struct fake *f, int fd)
+{
+        struct timeval tv = {.tv_sec = 2};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        for (;;) {
+                unsigned char pre[2], q[1024], a[2 + 1025];
+                if (read_full(fd, pre, 2) < 0)
+                        break;
+                size_t n = (size_t)pre[0] << 8 | pre[1];
+                if (n > sizeof(q) || read_full(fd, q, n) < 0)
+                        break;
+                atomic_fetch_add(&f->tcp_seen, 1);
+                size_t an = fake_answer(f, q, n, a + 2);
+                a[0] = (unsigned char)(an >> 8);
+                a[1] = (unsigned char)an;
+                if (write_all(fd, a, an + 2) < 0)
+                        break;
+        }
+        close(fd);
+}
+
+static void *fake_main(void *arg)
+{
+        struct fake *f = arg;
+        for (;;) {
+                struct pollfd p[3] = {
+                    {.fd = f->stop, .events = POLLIN},
+                    {.fd = f->udp, .events = POLLIN},
+                    {.fd = f->mode == FAKE_SILENT ? -1 : f->tcp, .events = POLLIN},
+                };
+                if (poll(p, 3, -1) < 0 || p[0].revents)
+                        break;
+                if (p[1].revents)
+                        fake_on_udp(f);
+                if (p[2].revents) {
+                        int fd = accept4(f->tcp, NULL, NULL, SOCK_CLOEXEC);
+                        if (fd >= 0)
+                                fake_serve_tcp(f, fd);
+                }
+        }
+        return NULL;
+}
+
+/* UDP and TCP on the same kernel-chosen loopback port. */
+static int fake_start(struct fake *f, int family, enum fake_mode mode, unsigned char tag)
+{
+        *f = (struct fake){.mode = mode, .tag = tag, .udp = -1, .tcp = -1};
+        for (int i = 0; i < 50 && f->udp < 0; i++) {
+                f->tcp = bound_socket(family, SOCK_STREAM, 0, &f->addr);
+                if (f->tcp < 0)
+                        return f->tcp;
+                struct sockaddr_storage same;
+                uint16_t port =
+                    ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&f->addr)->sin6_port
+                                             : ((struct sockaddr_in *)&f->addr)->sin_port);
+                f->udp = bound_socket(family, SOCK_DGRAM, port, &same);
+                if (f->udp < 0)
+                        f->tcp = safe_close(f->tcp);
+        }
+        if (f->udp < 0 || listen(f->tcp, 16) < 0)
+                return -EADDRINUSE;
+        f->stop = eventfd(0, EFD_CLOEXEC);
+        if (f->stop < 0)
+                return -errno;
+        return -pthread_create(&f->thread, NULL, fake_main, f);
+}
+
+static void fake_stop(struct fake *f)
+{
+        uint64_t one = 1;
+        if (write(f->stop, &one, sizeof(one)) == sizeof(one))
+                pthread_join(f->thread, NULL);
+        close(f->udp);
+        close(f->tcp);
+        close(f->stop);
+}
+
+/* An address that refuses: a TCP socket bound but not listening (the
+ * connection is reset) whose port has no UDP socket (port unreachable).
+ * The socket stays open so the port is not handed out again. */
+static int refuser(struct sockaddr_storage *ret_addr)
+{
+        return bound_socket(AF_INET, SOCK_STREAM, 0, ret_addr);
+}
+
+struct relay_env {
+        struct dns_relay *r;
+        struct sockaddr_storage udp, tcp; /* where clients ask */
+};
+
+static int relay_env_start(struct relay_env *e, const struct sockaddr_storage *ups, size_t n,
+                           int timeout_ms, unsigned max_inflight, unsigned max_tcp)
+{
+        struct dns_relay_config cfg = {
+            .upstreams = ups,
+            .n_upstreams = n,
+            .timeout_ms = timeout_ms,
+            .max_inflight = max_inflight,
+            .max_tcp = max_tcp,
+        };
+        cfg.udp_fd = bound_socket(AF_INET, SOCK_DGRAM, 0, &e->udp);
+        cfg.tcp_fd = bound_socket(AF_INET, SOCK_STREAM, 0, &e->tcp);
+        if (cfg.udp_fd < 0 || cfg.tcp_fd < 0 || listen(cfg.tcp_fd, 16) < 0)
+                return -EIO;
+        return dns_relay_start(&cfg, &e->r);
+}
+
+static int udp_client(void)
+{
+        return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
+
+static int udp_ask(int fd, const struct relay_env *e, const void *q, size_t n)
+{
+        return sendto(fd, q, n, 0, (const struct sockaddr *)&e->udp, sa_len(&e->udp)) == (ssize_t)n
+                   ? 0
+                   : -1;
+}
+
+/* The next datagram within ms, its size; -1 when none came. */
+static ssize_t recv_within(int fd, void *buf, size_t size, int ms)
+{
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, ms) <= 0)
+                return -1;
+        return recv(fd, buf, size, MSG_DONTWAIT);
+}
+
+/* true when the peer closed fd within ms (reads end-of-stream). */
+static bool closed_within(int fd, int ms)
+{
+        unsigned char junk[256];
+        int64_t end = now_ms() + ms;
+        for (;;) {
+                int left = (int)(end - now_ms());
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                if (left <= 0 || poll(&p, 1, left) <= 0)
+                        return false;
+                ssize_t n = recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+                if (n == 0 || (n < 0 && errno == ECONNRESET))
+                        return true;
+        }
+}
+
+static int tcp_client(const struct relay_env *e)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct timeval tv = {.tv_sec = 3};
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+            connect(fd, (const struct sockaddr *)&e->tcp, sa_len(&e->tcp)) < 0)
+                return -1;
+        return fd;
+}
+
+/* Sends a length-prefixed query in two pieces (the first ends inside the
+ * prefix) and reads the length-prefixed answer; its body size or -1. */
+static ssize_t tcp_ask(int fd, const unsigned char *q, size_t n, unsigned char *ans, size_t size)
+{
+        unsigned char msg[600], pre[2];
+        msg[0] = (unsigned char)(n >> 8);
+        msg[1] = (unsigned char)n;
+        memcpy(msg + 2, q, n);
+        if (write_all(fd, msg, 1) < 0)
+                return -1;
+        sleep_ms(20);
+        if (write_all(fd, msg + 1, n + 1) < 0 || read_full(fd, pre, 2) < 0)
+                return -1;
+        size_t len = (size_t)pre[0] << 8 | pre[1];
+        if (len > size || read_full(fd, ans, len) < 0)
+                return -1;
+        return (ssize_t)len;
+}
+
+/* Waits until *field (in a fresh copy of the counts) reaches want. */
+#define WAIT_COUNT(r, field, want, ms)                                                             \
+        ({                                                                                         \
+                struct dns_relay_counts _c;                                                        \
+                int64_t _end = now_ms() + (ms);                                                    \
+                for (;;) {                                                                         \
+                        dns_relay_counts((r), &_c);                                                \
+                        if (_c.field >= (want) || now_ms() > _end)                                 \
+                                break;                                                             \
+                        sleep_ms(5);                                                               \
+                }                                                                                  \
+                _c.field;                                                                          \
+        })
+
+static unsigned fd_count(void)
+{
+        unsigned n = 0;
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+                return 0;
+        while (readdir(d))
+                n++;
+        closedir(d);
+        return n; /* includes ".", ".." and the DIR's own fd: the same each time */
+}
+
+TEST(dnsrelay_udp_answer_reaches_the_asking_client)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_ANSWER, 'A'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 2000, 16, 4), 0);
+        int c = udp_client();
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x1234, "example");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        EXPECT_INT_EQ(a[0] << 8 | a[1], 0x1234);
+        /* counted just after the answer is sent: wait for it */
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, answers, 1, 1000), 1);
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.queries, 1);
+        EXPECT_INT_EQ(k.timeouts + k.dropped, 0);
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+/* Two clients, same ID, both queries pending at once (the fake holds the
+ * first until the second arrives and answers the second first): each gets
+ * the answer to its own question. */
+TEST(dnsrelay_udp_concurrent_clients_each_get_their_own)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_REVERSE, 'A'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 2000, 16, 4), 0);
+        int c1 = udp_client(), c2 = udp_client();
+        unsigned char q1[64], q2[64], w1[64], w2[64], a[600];
+        size_t n1 = make_query(q1, 0x4242, "first"), n2 = make_query(q2, 0x4242, "second");
+        EXPECT_INT_EQ(udp_ask(c1, &e, q1, n1), 0);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, queries, 1, 2000), 1);
+        EXPECT_INT_EQ(udp_ask(c2, &e, q2, n2), 0);
+        ssize_t got = recv_within(c2, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), w2, fake_answer(&up, q2, n2, w2));
+        got = recv_within(c1, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), w1, fake_answer(&up, q1, n1, w1));
+        EXPECT_INT_EQ(recv_within(c1, a, sizeof(a), 100), -1);
+        EXPECT_INT_EQ(recv_within(c2, a, sizeof(a), 0), -1);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, answers, 2, 1000), 2);
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+TEST(dnsrelay_udp_answer_with_another_id_is_ignored)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_WRONG_ID, 'A'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 2000, 16, 4), 0);
+        int c = udp_client();
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0xbeef, "example");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        /* only the matching answer came through */
+        EXPECT_INT_EQ(recv_within(c, a, sizeof(a), 200), -1);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, answers, 1, 1000), 1);
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.timeouts, 0);
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+TEST(dnsrelay_udp_silent_first_upstream_falls_back)
+{
+        struct fake mute, good;
+        EXPECT_INT_EQ(fake_start(&mute, AF_INET, FAKE_SILENT, 'S'), 0);
+        EXPECT_INT_EQ(fake_start(&good, AF_INET, FAKE_ANSWER, 'B'), 0);
+        struct sockaddr_storage ups[2] = {mute.addr, good.addr};
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, ups, 2, 150, 16, 4), 0);
+        int c = udp_client();
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 7, "example");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&good, q, n, want));
+        EXPECT_INT_EQ(atomic_load(&mute.udp_seen), 1);
+        EXPECT_INT_EQ(atomic_load(&good.udp_seen), 1);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, answers, 1, 1000), 1);
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.timeouts, 0);
+        dns_relay_stop(e.r);
+        fake_stop(&mute);
+        fake_stop(&good);
+}
+
+/* Port unreachable comes back as ECONNREFUSED on the connected socket:
+ * the next upstream is asked at once, not after the timeout. */
+TEST(dnsrelay_udp_refusing_first_upstream_falls_back_at_once)
+{
+        struct fake good;
+        struct sockaddr_storage ups[2];
+        EXPECT_TRUE(refuser(&ups[0]) >= 0);
+        EXPECT_INT_EQ(fake_start(&good, AF_INET, FAKE_ANSWER, 'B'), 0);
+        ups[1] = good.addr;
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, ups, 2, 5000, 16, 4), 0);
+        int c = udp_client();
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x0102, "example");
+        int64_t t0 = now_ms();
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 4000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&good, q, n, want));
+        EXPECT_TRUE(now_ms() - t0 < 2000);
+        dns_relay_stop(e.r);
+        fake_stop(&good);
+}
+
+TEST(dnsrelay_udp_all_upstreams_silent_counts_a_timeout)
+{
+        struct fake m1, m2;
+        EXPECT_INT_EQ(fake_start(&m1, AF_INET, FAKE_SILENT, '1'), 0);
+        EXPECT_INT_EQ(fake_start(&m2, AF_INET, FAKE_SILENT, '2'), 0);
+        struct sockaddr_storage ups[2] = {m1.addr, m2.addr};
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, ups, 2, 100, 16, 4), 0);
+        int c = udp_client();
+        unsigned char q[64], a[600];
+        size_t n = make_query(q, 99, "example");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, timeouts, 1, 2000), 1);
+        EXPECT_INT_EQ(recv_within(c, a, sizeof(a), 100), -1);
+        /* each upstream was asked exactly once */
+        EXPECT_INT_EQ(atomic_load(&m1.udp_seen), 1);
+        EXPECT_INT_EQ(atomic_load(&m2.udp_seen), 1);
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.queries, 1);
+        EXPECT_INT_EQ(k.answers, 0);
+        dns_relay_stop(e.r);
+        fake_stop(&m1);
+        fake_stop(&m2);
+}
+
+TEST(dnsrelay_udp_short_and_oversized_datagrams_are_dropped)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_ANSWER, 'A'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 2000, 16, 4), 0);
+        int c = udp_client();
+        static unsigned char big[4097];
+        unsigned char q[64], want[64], a[600];
+        EXPECT_INT_EQ(udp_ask(c, &e, "\x12\x34\x01\x00\x00\x01\0\0\0\0\0", 11), 0);
+        EXPECT_INT_EQ(udp_ask(c, &e, "", 0), 0);
+        EXPECT_INT_EQ(udp_ask(c, &e, big, sizeof(big)), 0);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, dropped, 3, 2000), 3);
+        EXPECT_INT_EQ(recv_within(c, a, sizeof(a), 50), -1);
+        /* exactly 4096 and 12 bytes pass (the fake reads 512 of the 4096) */
+        EXPECT_INT_EQ(udp_ask(c, &e, big, 4096), 0);
+        EXPECT_INT_EQ(recv_within(c, a, sizeof(a), 2000), 513);
+        size_t n = make_query(q, 0x5151, "ok");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, 12), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, 12, want));
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        EXPECT_INT_EQ(atomic_load(&up.udp_seen), 3);
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.dropped, 3);
+        EXPECT_INT_EQ(k.queries, 3);
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+TEST(dnsrelay_udp_over_max_inflight_are_dropped)
+{
+        struct fake mute;
+        EXPECT_INT_EQ(fake_start(&mute, AF_INET, FAKE_SILENT, 'S'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &mute.addr, 1, 300, 2, 4), 0);
+        int c = udp_client();
+        unsigned char q[64];
+        for (uint16_t id = 1; id <= 5; id++)
+                EXPECT_INT_EQ(udp_ask(c, &e, q, make_query(q, id, "flood")), 0);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, dropped, 3, 2000), 3);
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.queries, 2);
+        /* the two in flight time out and free their slots */
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, timeouts, 2, 3000), 2);
+        EXPECT_INT_EQ(udp_ask(c, &e, q, make_query(q, 6, "again")), 0);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, queries, 3, 2000), 3);
+        dns_relay_stop(e.r);
+        fake_stop(&mute);
+}
+
+TEST(dnsrelay_tcp_query_relayed_both_ways)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_ANSWER, 'T'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 2000, 16, 4), 0);
+        int c = tcp_client(&e);
+        EXPECT_TRUE(c >= 0);
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x7777, "tcp");
+        ssize_t got = tcp_ask(c, q, n, a, sizeof(a));
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        /* a second query on the same connection */
+        n = make_query(q, 0x7778, "again");
+        got = tcp_ask(c, q, n, a, sizeof(a));
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        EXPECT_INT_EQ(atomic_load(&up.tcp_seen), 2);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, answers, 2, 1000), 2);
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+TEST(dnsrelay_tcp_refused_or_silent_upstreams_fall_back)
+{
+        struct fake mute, good;
+        struct sockaddr_storage ups[3];
+        EXPECT_TRUE(refuser(&ups[0]) >= 0);
+        EXPECT_INT_EQ(fake_start(&mute, AF_INET, FAKE_SILENT, 'S'), 0);
+        EXPECT_INT_EQ(fake_start(&good, AF_INET, FAKE_ANSWER, 'B'), 0);
+        ups[1] = mute.addr;
+        ups[2] = good.addr;
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, ups, 3, 200, 16, 4), 0);
+        int c = tcp_client(&e);
+        EXPECT_TRUE(c >= 0);
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x0a0b, "fallback");
+        ssize_t got = tcp_ask(c, q, n, a, sizeof(a));
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&good, q, n, want));
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, answers, 1, 1000), 1);
+        EXPECT_INT_EQ(atomic_load(&good.tcp_seen), 1);
+        dns_relay_stop(e.r);
+        fake_stop(&mute);
+        fake_stop(&good);
+}
+
+TEST(dnsrelay_tcp_all_upstreams_silent_closes_the_client)
+{
+        struct fake mute;
+        EXPECT_INT_EQ(fake_start(&mute, AF_INET, FAKE_SILENT, 'S'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &mute.addr, 1, 150, 16, 4), 0);
+        int c = tcp_client(&e);
+        EXPECT_TRUE(c >= 0);
+        unsigned char q[64], msg[66];
+        size_t n = make_query(q, 1, "nobody");
+        msg[0] = 0;
+        msg[1] = (unsigned char)n;
+        memcpy(msg + 2, q, n);
+        EXPECT_INT_EQ(write_all(c, msg, n + 2), 0);
+        EXPECT_TRUE(closed_within(c, 2000));
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.queries, 1);
+        EXPECT_INT_EQ(k.timeouts, 1);
+        EXPECT_INT_EQ(k.answers, 0);
+        dns_relay_stop(e.r);
+        fake_stop(&mute);
+}
+
+/* Hostile TCP clients: half a length, a length with too few bytes behind
+ * it, a length below a DNS header. Each is closed; UDP still works. */
+TEST(dnsrelay_tcp_truncated_clients_do_not_break_the_relay)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_ANSWER, 'A'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 2000, 16, 4), 0);
+        int c1 = tcp_client(&e), c2 = tcp_client(&e), c3 = tcp_client(&e);
+        EXPECT_TRUE(c1 >= 0 && c2 >= 0 && c3 >= 0);
+        unsigned char junk[22] = {0, 100};
+        EXPECT_INT_EQ(write_all(c1, junk, 1), 0);
+        EXPECT_INT_EQ(write_all(c2, junk, sizeof(junk)), 0);
+        EXPECT_INT_EQ(write_all(c3, "\0\5hello", 7), 0);
+        EXPECT_TRUE(closed_within(c3, 2000));
+        close(c1);
+        close(c2);
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, dropped, 3, 2000), 3);
+        int c = udp_client();
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x3333, "after");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        EXPECT_INT_EQ(atomic_load(&up.tcp_seen), 0);
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+TEST(dnsrelay_tcp_idle_and_extra_clients_are_closed)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_ANSWER, 'A'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 300, 16, 1), 0);
+        int c1 = tcp_client(&e);
+        EXPECT_TRUE(c1 >= 0);
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x1111, "one");
+        ssize_t got = tcp_ask(c1, q, n, a, sizeof(a));
+        int64_t t0 = now_ms();
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        /* max_tcp is 1: a second client is closed at once */
+        int c2 = tcp_client(&e);
+        EXPECT_TRUE(c2 >= 0);
+        EXPECT_TRUE(closed_within(c2, 200));
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, dropped, 1, 1000), 1);
+        /* the first, idle for timeout_ms * 2, is closed without a drop */
+        EXPECT_TRUE(closed_within(c1, 5000));
+        EXPECT_TRUE(now_ms() - t0 >= 500);
+        /* and its slot is free again */
+        int c3 = tcp_client(&e);
+        EXPECT_TRUE(c3 >= 0);
+        got = tcp_ask(c3, q, n, a, sizeof(a));
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        struct dns_relay_counts k;
+        dns_relay_counts(e.r, &k);
+        EXPECT_INT_EQ(k.dropped, 1);
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+TEST(dnsrelay_ipv6_upstream)
+{
+        struct fake up;
+        int k = fake_start(&up, AF_INET6, FAKE_ANSWER, '6');
+        if (k == -EADDRNOTAVAIL || k == -EAFNOSUPPORT) {
+                fprintf(stderr, "  no ::1 here: skipped\n");
+                return;
+        }
+        EXPECT_INT_EQ(k, 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 2000, 16, 4), 0);
+        int c = udp_client();
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x6666, "six");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        int t = tcp_client(&e);
+        EXPECT_TRUE(t >= 0);
+        got = tcp_ask(t, q, n, a, sizeof(a));
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
+
+/* Stopped with a UDP query in flight and TCP clients in every kind of
+ * state, the relay leaves no fd behind. */
+TEST(dnsrelay_stop_joins_and_closes_every_fd)
+{
+        struct fake up, mute;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_ANSWER, 'A'), 0);
+        EXPECT_INT_EQ(fake_start(&mute, AF_INET, FAKE_SILENT, 'S'), 0);
+        unsigned before = fd_count();
+        struct sockaddr_storage ups[2] = {mute.addr, up.addr};
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, ups, 2, 1000, 16, 4), 0);
+        EXPECT_TRUE(fd_count() > before);
+        int c = udp_client(), t1 = tcp_client(&e), t2 = tcp_client(&e);
+        EXPECT_TRUE(c >= 0 && t1 >= 0 && t2 >= 0);
+        unsigned char q[64], msg[66];
+        size_t n = make_query(q, 0x0f0f, "pending");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        msg[0] = 0;
+        msg[1] = (unsigned char)n;
+        memcpy(msg + 2, q, n);
+        EXPECT_INT_EQ(write_all(t1, msg, n + 2), 0); /* waits on the silent upstream */
+        EXPECT_INT_EQ(write_all(t2, msg, 5), 0);     /* half a query */
+        EXPECT_INT_EQ(WAIT_COUNT(e.r, queries, 2, 2000), 2);
+        e.r = dns_relay_stop(e.r);
+        EXPECT_TRUE(e.r == NULL);
+        EXPECT_TRUE(closed_within(t1, 1000));
+        EXPECT_TRUE(closed_within(t2, 1000));
+        close(c);
+        close(t1);
+        close(t2);
+        EXPECT_INT_EQ(fd_count(), before);
+        EXPECT_TRUE(dns_relay_stop(NULL) == NULL);
+        fake_stop(&up);
+        fake_stop(&mute);
+}
+
+TEST(dnsrelay_start_rejects_bad_configs_and_keeps_the_sockets)
+{
+        struct sockaddr_storage ups[DNS_RELAY_MAX_UPSTREAMS + 1], a;
+        for (size_t i = 0; i < ELEMENTSOF(ups); i++)
+                ups[i] = loopback(AF_INET, 53);
+        int udp = bound_socket(AF_INET, SOCK_DGRAM, 0, &a);
+        int tcp = bound_socket(AF_INET, SOCK_STREAM, 0, &a); /* not listening */
+        EXPECT_TRUE(udp >= 0 && tcp >= 0);
+        struct dns_relay_config ok = {
+            .udp_fd = udp,
+            .tcp_fd = -1,
+            .upstreams = ups,
+            .n_upstreams = 1,
+            .timeout_ms = 100,
+            .max_inflight = 4,
+            .max_tcp = 4,
+        };
+        struct dns_relay *r = NULL;
+        struct dns_relay_config c = ok;
+        c.n_upstreams = 0;
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        c.n_upstreams = DNS_RELAY_MAX_UPSTREAMS + 1;
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        c = ok;
+        c.timeout_ms = 0;
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        c = ok;
+        c.max_inflight = 0;
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        c = ok;
+        c.udp_fd = -1;
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        c = ok;
+        c.udp_fd = tcp; /* a stream socket as the UDP one */
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        c = ok;
+        c.tcp_fd = tcp; /* bound but not listening */
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        c = ok;
+        struct sockaddr_storage unix_up = {.ss_family = AF_UNIX};
+        c.upstreams = &unix_up;
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        struct sockaddr_storage no_port = loopback(AF_INET, 0);
+        c.upstreams = &no_port;
+        EXPECT_INT_EQ(dns_relay_start(&c, &r), -EINVAL);
+        EXPECT_TRUE(r == NULL);
+        /* the caller still owns both sockets */
+        EXPECT_TRUE(fcntl(udp, F_GETFD) >= 0);
+        EXPECT_TRUE(fcntl(tcp, F_GETFD) >= 0);
+        /* and a good config starts and owns them */
+        EXPECT_INT_EQ(dns_relay_start(&ok, &r), 0);
+        dns_relay_stop(r);
+        EXPECT_TRUE(fcntl(udp, F_GETFD) < 0 && errno == EBADF);
+        close(tcp);
+}
+
+/* Garbage of every size over UDP, TCP clients that send random bytes and
+ * vanish (some with a reset): the relay stays up and still answers. */
+TEST(dnsrelay_survives_a_flood_of_garbage)
+{
+        struct fake up;
+        EXPECT_INT_EQ(fake_start(&up, AF_INET, FAKE_ANSWER, 'A'), 0);
+        struct relay_env e;
+        EXPECT_INT_EQ(relay_env_start(&e, &up.addr, 1, 200, 8, 4), 0);
+        static unsigned char junk[4200];
+        srand(1234);
+        for (size_t i = 0; i < sizeof(junk); i++)
+                junk[i] = (unsigned char)rand();
+        int c = udp_client();
+        for (int i = 0; i < 2000; i++)
+                udp_ask(c, &e, junk + rand() % 100, (size_t)(rand() % 4100));
+        for (int i = 0; i < 40; i++) {
+                int t = tcp_client(&e);
+                EXPECT_TRUE(t >= 0);
+                size_t off = (size_t)(rand() % 100);
+                write_all(t, junk + off, (size_t)(rand() % 3000));
+                if (i % 2) {
+                        struct linger l = {.l_onoff = 1, .l_linger = 0};
+                        setsockopt(t, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+                }
+                close(t);
+        }
+        EXPECT_TRUE(WAIT_COUNT(e.r, dropped, 1, 2000) > 0);
+        close(c);
+        sleep_ms(500); /* the garbage that went upstream times out or is answered */
+        c = udp_client();
+        unsigned char q[64], want[64], a[600];
+        size_t n = make_query(q, 0x9999, "still");
+        EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
+        ssize_t got = recv_within(c, a, sizeof(a), 2000);
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        int t = tcp_client(&e);
+        EXPECT_TRUE(t >= 0);
+        got = tcp_ask(t, q, n, a, sizeof(a));
+        EXPECT_MEM_EQ(a, (size_t)(got < 0 ? 0 : got), want, fake_answer(&up, q, n, want));
+        dns_relay_stop(e.r);
+        fake_stop(&up);
+}
