@@ -401,6 +401,15 @@ static int set_limits_v1(struct cgroup_run *run, const struct cgroup_limits *l)
         r = write_file(run->dir[H_MEMORY], "memory.memsw.limit_in_bytes", v);
         if (r < 0 && r != -ENOENT)
                 return r;
+        /* v1 counts socket buffers only once a TCP limit is set, and then
+         * apart from memory.limit_in_bytes: cap them at a quarter of the
+         * memory limit, so a run holds at most 1.25 times it in all, and
+         * no run can push the host's tcp_mem into pressure. (v2 counts
+         * them in memory.max with the rest.) */
+        snprintf(v, sizeof(v), "%lld", (long long)CGROUP_V1_TCP_BYTES(l->memory_bytes));
+        r = write_file(run->dir[H_MEMORY], "memory.kmem.tcp.limit_in_bytes", v);
+        if (r < 0 && r != -ENOENT)
+                return r;
         snprintf(v, sizeof(v), "%d", l->pids);
         return write_file(run->dir[H_PIDS], "pids.max", v);
 }

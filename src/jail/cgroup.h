@@ -13,6 +13,9 @@ enum cgroup_mode { CGROUP_NONE, CGROUP_V1, CGROUP_V2 };
 struct cgroup_root;
 struct cgroup_run;
 
+/* cgroup v1: socket buffers a run may hold, beside its memory limit. */
+#define CGROUP_V1_TCP_BYTES(memory) ((memory) / 4 > (8 << 20) ? (memory) / 4 : (8 << 20))
+
 struct cgroup_limits {
         int64_t memory_bytes;
         int pids;
