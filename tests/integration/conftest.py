@@ -491,3 +491,31 @@ def tcp_server():
     s = TcpServer()
     yield s
     s.close()
+
+
+# ------------------------------------------------------------ network lab
+# Fake hosts in a network namespace of the tests' own (tests/netlab.py):
+# "public" 203.0.113.7 and .8, "private" 10.213.7.2, a DNS server on
+# 10.213.7.53, "cloud metadata" 169.254.169.254, 100.64.7.7, 172.16.7.7,
+# 192.168.7.7, each with HTTP on TCP 80/8080/8081 and UDP echo on 7.
+import netlab as _netlab  # noqa: E402  (tests/ is on sys.path, see above)
+
+
+@pytest.fixture(scope="session")
+def netlab():
+    """The started lab (netlab.Lab) for the whole session; closed at its end
+    (and by atexit, and by its watchdog if this process dies)."""
+    lab = _netlab.Lab().start()
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+def lab_daemon_config(lab, **network):
+    """Config for a daemon whose runs have network, namespaced, and relay
+    their DNS to the lab's resolver: a test daemon never asks the host's.
+    network= entries (allow, egress_only, subnet, ...) are added to the
+    `network` section."""
+    return {"enable_network": True,
+            "network": dict({"mode": "namespace", "dns_servers": [lab.dns]}, **network)}
