@@ -2,6 +2,7 @@
  * by the connection threads; a scrape reads them without stopping anyone,
  * so one scrape may see a request counted before its run (never the
  * reverse of a counter going down). */
+#include "net/egress.h"
 #include "http/metrics.h"
 
 #include <jansson.h>
@@ -301,6 +302,11 @@ static void render_pools(struct strbuf *sb)
                "Sandbox processes that ended before they could serve a run.");
         strbuf_appendf(sb, "lockbox_spawn_failures_total %lu\n",
                        atomic_load(&s->spawn_failures));
+        header(sb, "lockbox_network_refused_total", "counter",
+               "Packets of runs refused by the egress policy, by reason (read once a second).");
+        for (size_t i = 0; i < EGRESS_REASONS; i++)
+                strbuf_appendf(sb, "lockbox_network_refused_total{reason=\"%s\"} %lu\n",
+                               egress_reason_names[i], atomic_load(&s->net_refused[i]));
 }
 
 /* Resident set of a process, from /proc/<pid>/statm (readable without any

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define STATS_LANGS 3 /* indexed by enum proto_language */
-#define STATS_NET_REASONS 8
+#define STATS_NET_REASONS 7 /* EGRESS_REASONS */
 
 struct shared_stats {
         atomic_uint runtime[STATS_LANGS];     /* 1: the interpreter was found */

@@ -416,10 +416,42 @@ int net_open(const struct config *c, struct net **ret, char *err, size_t errlen)
         return 0;
 }
 
+/* Links of ours still present: namespaces the kernel has yet to free. */
+static size_t links_left(const struct net *n)
+{
+        struct if_nameindex *list = if_nameindex();
+        size_t left = 0;
+        for (struct if_nameindex *i = list; i && i->if_index; i++) {
+                unsigned addr;
+                char end;
+                if (sscanf(i->if_name, "lbx%8x%c", &addr, &end) == 1 &&
+                    netaddr_contains(&n->subnet, addr))
+                        left++;
+        }
+        if (list)
+                if_freenameindex(list);
+        return left;
+}
+
+/* The last runs' namespaces go in the background once they are gone:
+ * wait a little for their links, so a stopped daemon leaves none. */
+static void wait_links_gone(const struct net *n)
+{
+        for (int i = 0; i < 100 && links_left(n) > 0; i++)
+                usleep(20 * 1000);
+        size_t left = links_left(n);
+        if (left)
+                log_warn(NULL, "net.links_left", "count=%zu msg=\"the kernel frees them with "
+                                                 "their namespaces\"",
+                         left);
+}
+
 struct net *net_close(struct net *n)
 {
         if (!n)
                 return NULL;
+        if (n->rtnl.nl)
+                wait_links_gone(n);
         if (n->nft) {
                 egress_unload(n->nft, n->policy.table);
                 nft_ctx_free(n->nft);

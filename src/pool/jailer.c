@@ -508,6 +508,8 @@ static void reap_all_children(void)
 
 /* The egress table's refusal counters, for /metrics: read at most once a
  * second, and only after runs with network. */
+_Static_assert(STATS_NET_REASONS == EGRESS_REASONS, "one counter per refusal reason");
+
 static void publish_refused(struct jailer *j)
 {
         uint64_t v[EGRESS_REASONS];

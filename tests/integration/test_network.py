@@ -1,6 +1,7 @@
 """Network per run: only when both the configuration and the request allow
-it; otherwise an empty network namespace where socket() fails with EPERM,
-and the run still completes normally."""
+it, in a network namespace of the run's own (tests/integration/test_egress.py
+tests its policy in depth); otherwise an empty network namespace where
+socket() fails with EPERM, and the run still completes normally."""
 import textwrap
 
 import pytest
@@ -25,44 +26,40 @@ NETNS_PROBE = textwrap.dedent("""
 """).lstrip()
 
 
-def test_network_when_requested_and_allowed(daemon, tcp_server):
-    d = daemon.run_data(probe(tcp_server.port), enable_network=True)
-    assert d["stdout"] == "connected:hello-from-host\n", d
+def lab_probe(host, port):
+    """Like probe(), against a lab host: prints what the HTTP service
+    answered (its JSON) or why it could not connect."""
+    return textwrap.dedent(f"""
+        import socket, errno
+        try:
+            s = socket.create_connection(("{host}", {port}), timeout=3)
+            s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+            print("connected:" + s.recv(4096).split(b"\\r\\n")[0].decode())
+        except OSError as e:
+            print("blocked:" + errno.errorcode.get(e.errno, str(e.errno)))
+    """).lstrip()
+
+
+def test_network_when_requested_and_allowed(daemon, netlab, tcp_server):
+    """A run with network reaches a public host, and not the host's own
+    loopback (it has a loopback of its own)."""
+    d = daemon.run_data(lab_probe(netlab.public, 80), enable_network=True)
+    assert d["stdout"] == "connected:HTTP/1.1 200 OK\n", d
     assert d["exit_code"] == 0 and d["error"] == ""
-    assert tcp_server.accepted == 1
+    assert len(netlab.hits("tcp", netlab.public, 80)) >= 1
+    d = daemon.run_data(probe(tcp_server.port), enable_network=True)
+    assert d["stdout"] == "blocked:ECONNREFUSED\n", d
+    assert tcp_server.accepted == 0
 
 
-def test_requests_library_reaches_host_http_server(daemon):
-    import http.server
-    import threading
-
-    class H(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b'{"pong": true}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        port = srv.server_address[1]
-        d = daemon.run_data(textwrap.dedent(f"""
-            import requests, httpx
-            print(requests.get("http://127.0.0.1:{port}/ping", timeout=5).json())
-            print(httpx.get("http://127.0.0.1:{port}/ping", timeout=5).json())
-        """), enable_network=True)
-        assert d["stderr"] == "", d
-        assert d["stdout"] == "{'pong': True}\n{'pong': True}\n"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+def test_requests_library_reaches_a_public_http_server(daemon, netlab):
+    d = daemon.run_data(textwrap.dedent(f"""
+        import requests, httpx
+        print(requests.get("http://{netlab.public}:8080/ping", timeout=5).json()["port"])
+        print(httpx.get("http://{netlab.public}:8081/ping", timeout=5).json()["port"])
+    """), enable_network=True)
+    assert d["stderr"] == "", d
+    assert d["stdout"] == "8080\n8081\n"
 
 
 @pytest.mark.parametrize("fields", [{}, {"enable_network": False}], ids=["absent", "false"])
@@ -80,8 +77,22 @@ def test_no_network_unless_requested(daemon, tcp_server, fields):
 def test_no_network_run_is_in_an_empty_namespace(daemon):
     d = daemon.run_data(NETNS_PROBE, enable_network=False)
     assert d["stdout"] == "['lo']\n", d
-    # and a networked run shares the host's interfaces
+    # and a networked run has a namespace of its own, not the host's
     d = daemon.run_data(NETNS_PROBE, enable_network=True)
+    assert d["stdout"] == "['eth0', 'lo']\n", d
+
+
+@pytest.fixture(scope="module")
+def host_mode_daemon(module_daemon_factory):
+    return module_daemon_factory(network={"mode": "host"})
+
+
+def test_host_mode_shares_the_hosts_network(host_mode_daemon, tcp_server):
+    """network.mode: host (documented as unsafe) keeps the old behaviour:
+    the run is in the host's network and reaches its loopback."""
+    d = host_mode_daemon.run_data(probe(tcp_server.port), enable_network=True)
+    assert d["stdout"] == "connected:hello-from-host\n", d
+    d = host_mode_daemon.run_data(NETNS_PROBE, enable_network=True)
     with open("/proc/self/net/dev") as f:
         host = sorted(l.split(":")[0].strip() for l in f.read().splitlines()[2:])
     assert d["stdout"] == f"{host}\n", d

@@ -464,10 +464,16 @@ def test_no_network_without_enable_network(daemon, tcp_server):
     assert tcp_server.accepted == 0
 
 
-def test_network_with_enable_network(daemon, tcp_server):
+def test_network_with_enable_network(daemon, tcp_server, netlab):
+    """With network: a public host answers, the host's loopback does not."""
+    d = node(daemon, """
+        require('http').get('http://%s:8080/', r => console.log('status:' + r.statusCode))
+            .on('error', e => console.log('blocked:' + e.code));
+    """ % netlab.public, enable_network=True)
+    assert_ok(d, "status:200\n")
     d = node(daemon, NET_PROBE % tcp_server.port, enable_network=True)
-    assert_ok(d, "connected:hello-from-host\n")
-    assert tcp_server.accepted == 1
+    assert_ok(d, "blocked:ECONNREFUSED\n")
+    assert tcp_server.accepted == 0
 
 
 def test_environment_holds_only_the_basics(daemon):
