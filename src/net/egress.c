@@ -1,6 +1,7 @@
-/* The runs' egress policy as an nftables table (egress.h). The table is
- * family ip: runs have no IPv6 route, and an IPv4-mapped IPv6 address
- * leaves a run as an IPv4 packet, so it meets these rules too. */
+/* The runs' egress policy as an nftables table (egress.h), family inet:
+ * runs have no IPv6 route and every IPv6 packet from a run's link is
+ * dropped; an IPv4-mapped IPv6 address leaves a run as an IPv4 packet, so
+ * it meets the IPv4 rules like any other. */
 #include <errno.h>
 #include <jansson.h>
 #include <nftables/libnftables.h>
@@ -106,7 +107,7 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
 
         /* Declaring then deleting makes the load replace an older table in
          * the same transaction, whether or not one exists. */
-        strbuf_appendf(out, "table ip %s\ndelete table ip %s\ntable ip %s {\n", p->table,
+        strbuf_appendf(out, "table inet %s\ndelete table inet %s\ntable inet %s {\n", p->table,
                        p->table, p->table);
         for (size_t i = 0; i < EGRESS_REASONS; i++)
                 strbuf_appendf(out, "  counter %s { }\n", egress_reason_names[i]);
@@ -118,6 +119,7 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "  }\n"
                        "  chain input {\n"
                        "    type filter hook input priority -5; policy accept;\n"
+                       "    meta nfproto ipv6 iifname \"lbx*\" drop\n"
                        "    ip saddr %s jump run_to_host\n"
                        "  }\n"
                        "  chain run_to_host {\n"
@@ -126,6 +128,7 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "  }\n"
                        "  chain forward {\n"
                        "    type filter hook forward priority -5; policy accept;\n"
+                       "    meta nfproto ipv6 iifname \"lbx*\" drop\n"
                        "    ip daddr %s ct state established,related accept\n"
                        "    ip daddr %s ip saddr %s counter name runs goto refuse\n"
                        "    ip daddr %s drop\n"
@@ -187,7 +190,7 @@ int egress_load(struct nft_ctx *nft, const struct egress_policy *p, char *err, s
 int egress_unload(struct nft_ctx *nft, const char *table)
 {
         char cmd[96];
-        snprintf(cmd, sizeof(cmd), "delete table ip %s", table);
+        snprintf(cmd, sizeof(cmd), "delete table inet %s", table);
         return egress_nft_run(nft, cmd, NULL, 0);
 }
 
@@ -212,7 +215,7 @@ static json_t *nft_json(struct nft_ctx *nft, const char *cmd)
 int egress_counters(struct nft_ctx *nft, const char *table, uint64_t ret[EGRESS_REASONS])
 {
         char cmd[96];
-        snprintf(cmd, sizeof(cmd), "list counters table ip %s", table);
+        snprintf(cmd, sizeof(cmd), "list counters table inet %s", table);
         json_t *root = nft_json(nft, cmd);
         if (!root)
                 return -EIO;
@@ -235,7 +238,7 @@ int egress_counters(struct nft_ctx *nft, const char *table, uint64_t ret[EGRESS_
 
 int egress_remove_stale(struct nft_ctx *nft)
 {
-        json_t *root = nft_json(nft, "list tables ip");
+        json_t *root = nft_json(nft, "list tables inet");
         if (!root)
                 return -EIO;
         int removed = 0;

@@ -28,7 +28,7 @@ enum egress_reason {
 extern const char *const egress_reason_names[EGRESS_REASONS];
 
 struct egress_policy {
-        char table[32];                 /* nftables table name (family ip) */
+        char table[32];                 /* nftables table name (family inet) */
         struct netaddr_prefix subnet;   /* the runs' addresses */
         uint32_t gateway;               /* the host's side, DNS relay */
         const struct netaddr_entry *allow;

@@ -51,25 +51,26 @@ static void link_name(char *buf, size_t len, uint32_t addr)
         snprintf(buf, len, "lbx%08x", addr);
 }
 
-/* Write a sysctl of the namespace we are in; absent ones are skipped. */
-static int sysctl_write(const char *path, const char *value)
+/* IPv6 off in the namespace we are in, before eth0 exists, where /proc/sys
+ * can be written (a container's is often read-only): an extra layer, since
+ * the egress table drops every IPv6 packet from runs anyway. */
+static void ipv6_off(void)
 {
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : -errno;
-        ssize_t w = write(fd, value, strlen(value));
-        return w == (ssize_t)strlen(value) ? 0 : w < 0 ? -errno : -EIO;
+        static const char *const knobs[] = {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+                                            "/proc/sys/net/ipv6/conf/default/disable_ipv6"};
+        for (size_t i = 0; i < ELEMENTSOF(knobs); i++) {
+                _cleanup_close_ int fd = open(knobs[i], O_WRONLY | O_CLOEXEC);
+                if (fd >= 0 && write(fd, "1", 1) != 1)
+                        break;
+        }
 }
 
-/* Inside the new namespace: IPv6 off before eth0 exists, lo up, and a
- * route netlink socket that stays there. */
+/* Inside the new namespace: lo up, and a route netlink socket that stays
+ * there. */
 static int inner_setup(struct rtnl *inner)
 {
-        int r = sysctl_write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
-        if (r == 0)
-                r = sysctl_write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
-        if (r == 0)
-                r = rtnl_open(inner);
+        ipv6_off();
+        int r = rtnl_open(inner);
         if (r == 0)
                 r = rtnl_link_up(inner, 1);
         return r;
@@ -105,11 +106,10 @@ static int link_run(struct net *n, struct rtnl *inner, const char *name, int nsf
         int index = (int)if_nametoindex(name);
         if (index <= 0)
                 return -ENODEV;
-        /* No IPv6 on the host's end either: no link-local address, no
-         * router or neighbour chatter into the run. */
-        char path[96];
-        snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", name);
-        if ((r = sysctl_write(path, "1")) < 0 || (r = rtnl_link_up(&n->rtnl, index)) < 0)
+        /* No IPv6 address on the host's end (its packets are dropped by
+         * the egress table in any case). */
+        rtnl_link_no_ipv6_address(&n->rtnl, index);
+        if ((r = rtnl_link_up(&n->rtnl, index)) < 0)
                 return r;
         if ((r = rtnl_addr_add_peer(&n->rtnl, index, gw, addr)) < 0)
                 return r;

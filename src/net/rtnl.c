@@ -109,6 +109,19 @@ int rtnl_link_up(struct rtnl *r, int index)
         return transact(r, nlh);
 }
 
+int rtnl_link_no_ipv6_address(struct rtnl *r, int index)
+{
+        char buf[RTNL_BUF];
+        struct nlmsghdr *nlh = request(buf, r, RTM_NEWLINK, 0);
+        put_ifinfo(nlh, index, 0);
+        struct nlattr *spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
+        struct nlattr *in6 = mnl_attr_nest_start(nlh, AF_INET6);
+        mnl_attr_put_u8(nlh, IFLA_INET6_ADDR_GEN_MODE, IN6_ADDR_GEN_MODE_NONE);
+        mnl_attr_nest_end(nlh, in6);
+        mnl_attr_nest_end(nlh, spec);
+        return transact(r, nlh);
+}
+
 int rtnl_link_delete(struct rtnl *r, const char *name)
 {
         char buf[RTNL_BUF];

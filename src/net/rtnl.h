@@ -24,6 +24,8 @@ void rtnl_close(struct rtnl *r);
 int rtnl_veth_create(struct rtnl *r, const char *name, const char *peer_name, int peer_index,
                      int netns_fd);
 int rtnl_link_up(struct rtnl *r, int index);
+/* No IPv6 link-local address on the link (address generation mode none). */
+int rtnl_link_no_ipv6_address(struct rtnl *r, int index);
 int rtnl_link_delete(struct rtnl *r, const char *name);
 /* local/32 with peer/32 on the link (addresses in host byte order): the
  * kernel adds the route to peer through the link. */

@@ -202,27 +202,29 @@ def test_program_killed_by_signal_exits_128_plus_n(daemon, tmp_path):
     assert r.stderr.endswith(b"lockbox: error: killed by signal SIGSEGV\n"), r.stderr
 
 
-def net_probe(port):
+def net_probe(host, port):
     return f"""
         import errno, socket
         try:
             s = socket.socket()
             s.settimeout(3)
-            s.connect(("127.0.0.1", {port}))
-            print("connected:" + s.recv(100).decode())
+            s.connect(("{host}", {port}))
+            s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+            print("connected:" + s.recv(100).split(b"\\r\\n")[0].decode())
         except OSError as e:
             print("blocked:" + errno.errorcode.get(e.errno, str(e.errno)))
     """
 
 
-def test_network_only_with_flag(daemon, tcp_server, tmp_path):
-    p = program(tmp_path, "net.py", net_probe(tcp_server.port))
+def test_network_only_with_flag(daemon, netlab, tmp_path):
+    netlab.reset_hits()
+    p = program(tmp_path, "net.py", net_probe(netlab.public, 80))
     r = run_on(daemon, p)
     assert (r.returncode, r.stdout) == (0, b"blocked:EPERM\n"), r
-    assert tcp_server.accepted == 0
+    assert netlab.hits("tcp", netlab.public, 80) == []
     r = run_on(daemon, p, "--network")
-    assert (r.returncode, r.stdout) == (0, b"connected:hello-from-host\n"), r
-    assert tcp_server.accepted == 1
+    assert (r.returncode, r.stdout) == (0, b"connected:HTTP/1.1 200 OK\n"), r
+    assert len(netlab.hits("tcp", netlab.public, 80)) == 1
 
 
 # ------------------------------------------------- lockbox's errors

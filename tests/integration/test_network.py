@@ -43,6 +43,7 @@ def lab_probe(host, port):
 def test_network_when_requested_and_allowed(daemon, netlab, tcp_server):
     """A run with network reaches a public host, and not the host's own
     loopback (it has a loopback of its own)."""
+    netlab.reset_hits()
     d = daemon.run_data(lab_probe(netlab.public, 80), enable_network=True)
     assert d["stdout"] == "connected:HTTP/1.1 200 OK\n", d
     assert d["exit_code"] == 0 and d["error"] == ""

@@ -909,3 +909,47 @@ TEST(config_doc_matches_docs_config_md)
         }
         free(doc);
 }
+
+TEST(config_network_section)
+{
+        struct config c;
+        const char *env[] = {"LOCKBOX_NETWORK_ALLOW", "10.213.7.2:8080, 192.168.0.0/16",
+                             "LOCKBOX_NETWORK_EGRESS_ONLY", "203.0.113.7:443", NULL};
+        EXPECT_INT_EQ(load(&c, "", NULL), 0);
+        EXPECT_STR_EQ(c.net_mode, "namespace");
+        EXPECT_STR_EQ(c.net_subnet, "10.191.0.0/16");
+        EXPECT_TRUE(config_net_namespace(&c));
+        EXPECT_INT_EQ(c.n_net_allow + c.n_net_egress_only + c.n_net_dns_servers, 0);
+        config_free(&c);
+        EXPECT_INT_EQ(load(&c, "network:\n  mode: host\n  dns_servers: [10.0.0.2, '::1']\n", env),
+                      0);
+        EXPECT_TRUE(!config_net_namespace(&c));
+        EXPECT_INT_EQ(c.n_net_allow, 2);
+        EXPECT_STR_EQ(c.net_allow[1], "192.168.0.0/16");
+        EXPECT_INT_EQ(c.n_net_egress_only, 1);
+        EXPECT_INT_EQ(c.n_net_dns_servers, 2);
+        config_free(&c);
+}
+
+TEST(config_network_errors)
+{
+        EXPECT_LOAD_ERROR("network:\n  mode: bridge\n", NULL,
+                          "x.yaml:2:9: network.mode: 'bridge' is not namespace or host");
+        EXPECT_LOAD_ERROR("network:\n  allow: [10.0.0.1/8]\n", NULL,
+                          "x.yaml:2:11: network.allow: '10.0.0.1/8': host bits set after the "
+                          "prefix length (want CIDR, CIDR:port or ADDRESS:port)");
+        EXPECT_LOAD_ERROR("network:\n  egress_only: ['[::1]:80']\n", NULL,
+                          "x.yaml:2:17: network.egress_only: '[::1]:80': IPv6 is not offered "
+                          "to runs (they have no IPv6 route) (want CIDR, CIDR:port or "
+                          "ADDRESS:port)");
+        EXPECT_LOAD_ERROR("network:\n  subnet: 10.191.0.0/31\n", NULL,
+                          "x.yaml:2:11: network.subnet: '10.191.0.0/31' is too small: at least "
+                          "a /30");
+        EXPECT_LOAD_ERROR("network:\n  subnet: 10.191.0.0/24\n", NULL,
+                          "x.yaml:2:11: network.subnet: 10.191.0.0/24 holds 256 addresses but "
+                          "the UID pool jail.uid_min..jail.uid_max needs 1002 (one per UID, the "
+                          "network and the gateway)");
+        EXPECT_LOAD_ERROR("network:\n  dns_servers: [resolver.local]\n", NULL,
+                          "x.yaml:2:17: network.dns_servers: 'resolver.local' is not an IPv4 "
+                          "or IPv6 address");
+}

@@ -1,0 +1,157 @@
+/* Unit tests for base/netaddr.c (egress entries and subnets as operators
+ * write them) and for the texts src/net/ builds: the nftables egress table
+ * and the runs' resolv.conf. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/netaddr.h"
+#include "net/egress.h"
+#include "net/net.h"
+#include "test.h"
+
+static const char *why_of(const char *s)
+{
+        struct netaddr_entry e;
+        const char *why = NULL;
+        return netaddr_parse_entry(s, &e, &why) == 0 ? "ok" : why;
+}
+
+TEST(netaddr_entries_cidr_port_and_address_port)
+{
+        struct netaddr_entry e;
+        EXPECT_INT_EQ(netaddr_parse_entry("10.213.7.2:8080", &e, NULL), 0);
+        EXPECT_INT_EQ(e.dst.addr, 0x0ad50702);
+        EXPECT_INT_EQ(e.dst.len, 32);
+        EXPECT_INT_EQ(e.port, 8080);
+        EXPECT_INT_EQ(netaddr_parse_entry("10.0.0.0/8", &e, NULL), 0);
+        EXPECT_INT_EQ(e.dst.addr, 0x0a000000);
+        EXPECT_INT_EQ(e.dst.len, 8);
+        EXPECT_INT_EQ(e.port, 0);
+        EXPECT_INT_EQ(netaddr_parse_entry("192.168.0.0/16:443", &e, NULL), 0);
+        EXPECT_INT_EQ(e.dst.len, 16);
+        EXPECT_INT_EQ(e.port, 443);
+        EXPECT_INT_EQ(netaddr_parse_entry("0.0.0.0/0", &e, NULL), 0);
+        EXPECT_INT_EQ(e.dst.len, 0);
+}
+
+TEST(netaddr_entries_refused_with_a_reason)
+{
+        EXPECT_STR_CONTAINS(why_of(""), "empty");
+        EXPECT_STR_CONTAINS(why_of("10.0.0.1/8"), "host bits");
+        EXPECT_STR_CONTAINS(why_of("10.0.0.0/33"), "prefix length");
+        EXPECT_STR_CONTAINS(why_of("10.0.0.1:0"), "port");
+        EXPECT_STR_CONTAINS(why_of("10.0.0.1:65536"), "port");
+        EXPECT_STR_CONTAINS(why_of("10.0.0.1:80x"), "port");
+        EXPECT_STR_CONTAINS(why_of("[::1]:80"), "IPv6");
+        EXPECT_STR_CONTAINS(why_of("fd00::/8"), "IPv6");
+        EXPECT_STR_CONTAINS(why_of("api.internal:8080"), "host names");
+        EXPECT_STR_CONTAINS(why_of("10.1.2"), "not an IPv4");
+        EXPECT_STR_CONTAINS(why_of("010.1.2.3"), "not an IPv4");
+}
+
+TEST(netaddr_prefix_size_contains_and_format)
+{
+        struct netaddr_prefix p;
+        char buf[32];
+        EXPECT_INT_EQ(netaddr_parse_prefix("10.191.0.0/16", &p, NULL), 0);
+        EXPECT_INT_EQ(netaddr_size(&p), 65536);
+        EXPECT_TRUE(netaddr_contains(&p, 0x0abf1234));
+        EXPECT_TRUE(!netaddr_contains(&p, 0x0ac00000));
+        netaddr_format_prefix(&p, buf, sizeof(buf));
+        EXPECT_STR_EQ(buf, "10.191.0.0/16");
+        p = (struct netaddr_prefix){.addr = 0xcb007107, .len = 32};
+        netaddr_format_prefix(&p, buf, sizeof(buf));
+        EXPECT_STR_EQ(buf, "203.0.113.7");
+}
+
+static char *ruleset(const struct egress_policy *p)
+{
+        struct strbuf sb;
+        strbuf_init(&sb, 0);
+        if (egress_ruleset(p, &sb) < 0)
+                return NULL;
+        return strbuf_steal(&sb, NULL);
+}
+
+TEST(egress_default_policy_denies_by_reason_and_lets_dns_to_the_gateway)
+{
+        struct egress_policy p = {.table = "lockbox_42",
+                                  .subnet = {.addr = 0x0abf0000, .len = 16},
+                                  .gateway = 0x0abf0001};
+        char *t = ruleset(&p);
+        EXPECT_TRUE(t != NULL);
+        /* replaces an older table of the same name in one transaction */
+        const char *head = "table inet lockbox_42\ndelete table inet lockbox_42\n";
+        EXPECT_TRUE(strncmp(t, head, strlen(head)) == 0);
+        /* no IPv6 from runs at all, to the host or through it */
+        EXPECT_STR_CONTAINS(t, "hook input priority -5; policy accept;\n"
+                               "    meta nfproto ipv6 iifname \"lbx*\" drop\n");
+        EXPECT_STR_CONTAINS(t, "hook forward priority -5; policy accept;\n"
+                               "    meta nfproto ipv6 iifname \"lbx*\" drop\n");
+        EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.1 meta l4proto { tcp, udp } th dport 53 accept\n"
+                               "    counter name host goto refuse");
+        EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.0/16 ip saddr 10.191.0.0/16 counter name runs");
+        EXPECT_STR_CONTAINS(t, "{ 127.0.0.0/8, 0.0.0.0/8 } counter name loopback goto refuse");
+        EXPECT_STR_CONTAINS(t, "{ 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 } "
+                               "counter name private goto refuse");
+        EXPECT_STR_CONTAINS(t, "{ 169.254.0.0/16 } counter name link_local");
+        EXPECT_STR_CONTAINS(t, "{ 224.0.0.0/4, 240.0.0.0/4 } counter name multicast");
+        EXPECT_STR_CONTAINS(t, "ip saddr 10.191.0.0/16 ip daddr != 10.191.0.0/16 masquerade");
+        EXPECT_STR_CONTAINS(t, "meta l4proto tcp reject with tcp reset");
+        /* forwarding of others is left alone unless we turned it on */
+        EXPECT_TRUE(strstr(t, "iifname != \"lbx*\"") == NULL);
+        free(t);
+}
+
+TEST(egress_allow_entries_come_before_the_denials)
+{
+        struct netaddr_entry allow[] = {{{0x0ad50702, 32}, 8080}, {{0xc0a80000, 16}, 0}};
+        struct netaddr_entry proxy[] = {{{0x0a000009, 32}, 3128}};
+        struct egress_policy p = {.table = "lockbox_1", .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001, .allow = allow, .n_allow = 2,
+                                  .always = proxy, .n_always = 1,
+                                  .drop_foreign_forwarding = true};
+        char *t = ruleset(&p);
+        EXPECT_STR_CONTAINS(t, "set allow_port { type ipv4_addr . inet_proto . inet_service; "
+                               "flags interval; elements = { 10.213.7.2 . tcp . 8080, "
+                               "10.213.7.2 . udp . 8080 } }");
+        EXPECT_STR_CONTAINS(t, "set allow_net { type ipv4_addr; flags interval; elements = { "
+                               "192.168.0.0/16 } }");
+        EXPECT_STR_CONTAINS(t, "elements = { 10.0.0.9 . tcp . 3128, 10.0.0.9 . udp . 3128 }");
+        EXPECT_TRUE(strstr(t, "@always_port accept") < strstr(t, "@allow_net accept"));
+        EXPECT_TRUE(strstr(t, "@allow_port accept") < strstr(t, "counter name private"));
+        EXPECT_STR_CONTAINS(t, "iifname != \"lbx*\" oifname != \"lbx*\" drop");
+        free(t);
+}
+
+TEST(egress_only_refuses_everything_else)
+{
+        struct netaddr_entry only[] = {{{0xcb007107, 32}, 80}};
+        struct netaddr_entry allow[] = {{{0x0ad50702, 32}, 8080}};
+        struct egress_policy p = {.table = "lockbox_1", .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001, .allow = allow, .n_allow = 1,
+                                  .egress_only = only, .n_egress_only = 1};
+        char *t = ruleset(&p);
+        EXPECT_STR_CONTAINS(t, "elements = { 203.0.113.7 . tcp . 80, 203.0.113.7 . udp . 80 }");
+        EXPECT_STR_CONTAINS(t, "@egress_only_port accept\n    counter name egress_only goto "
+                               "refuse\n  }");
+        /* allow has no say in egress_only mode, and nothing else is accepted */
+        EXPECT_TRUE(strstr(t, "allow_port") == NULL);
+        EXPECT_TRUE(strstr(t, "counter name private") == NULL);
+        free(t);
+}
+
+TEST(resolv_conf_names_the_gateway_and_keeps_search_and_options)
+{
+        char *t = net_resolv_conf_text("# generated\nnameserver 10.255.255.53\nnameserver ::1\n"
+                                       "search svc.cluster.local cluster.local\n"
+                                       "options ndots:5\nsortlist 10.0.0.0\ndomain x.y\n",
+                                       0x0abf0001);
+        EXPECT_STR_EQ(t, "# lockbox: DNS through the gateway, relayed to the host's resolvers\n"
+                         "nameserver 10.191.0.1\n"
+                         "search svc.cluster.local cluster.local\noptions ndots:5\ndomain x.y\n");
+        free(t);
+        t = net_resolv_conf_text(NULL, 0x0abf0001);
+        EXPECT_STR_CONTAINS(t, "nameserver 10.191.0.1\n");
+        free(t);
+}
