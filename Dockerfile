@@ -11,7 +11,7 @@
 #   docker run -d --name lockbox -p 8194:8194 -e API_KEY=... \
 #     --cap-drop ALL \
 #     --cap-add SYS_ADMIN --cap-add SETUID --cap-add SETGID --cap-add SETPCAP \
-#     --cap-add KILL --cap-add CHOWN --cap-add DAC_OVERRIDE \
+#     --cap-add KILL --cap-add CHOWN --cap-add DAC_OVERRIDE --cap-add NET_ADMIN \
 #     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
 #     --cgroupns private lockbox:0.1.0
 #

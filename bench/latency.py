@@ -5,7 +5,9 @@ warm execution in the same run.
 For each mode it starts build/lockboxd on a temporary config (as root),
 measures p50/p99 of several programs run one after another over a
 keep-alive connection, and runs per second of a trivial program with N
-concurrent clients. Requests carry enable_network: true, as Dify's do.
+concurrent clients. Requests carry enable_network: true, as Dify's do,
+but for trivial_offline and node_offline (the same programs without
+network: the difference is the cost of a run's own network namespace).
 Prints a table and one machine-readable line starting with "BENCH ". The
 client is Python's http.client over keep-alive connections. Run
 by hand, never in CI:
@@ -47,6 +49,10 @@ PROGRAMS = {
     )),
     "import_requests": ("python3", "import requests\nprint(requests.__version__)"),
     "node_trivial": ("nodejs", "console.log(1+1)"),
+    # the same trivial program without network: the price of a run's own
+    # network namespace is the difference to "trivial" (both warm)
+    "trivial_offline": ("python3", "print(1+1)", False),
+    "node_offline": ("nodejs", "console.log(1+1)", False),
 }
 
 
@@ -85,8 +91,8 @@ def connect(url):
 
 
 def run_once(conn, program):
-    language, code = program
-    body = json.dumps({"language": language, "code": code, "enable_network": True})
+    language, code, network = (program + (True,))[:3]
+    body = json.dumps({"language": language, "code": code, "enable_network": network})
     t = time.perf_counter()
     conn.request("POST", "/v1/sandbox/run", body=body,
                  headers={"X-Api-Key": KEY, "Content-Type": "application/json"})

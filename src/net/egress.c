@@ -95,10 +95,12 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
         struct netaddr_prefix g = {.addr = p->gateway, .len = 32};
         prefix_text(&p->subnet, subnet, sizeof(subnet));
         prefix_text(&g, gw, sizeof(gw));
-        struct strbuf sets, rules;
+        struct strbuf sets, always, rules;
         strbuf_init(&sets, 0);
+        strbuf_init(&always, 0);
         strbuf_init(&rules, 0);
-        append_sets(&sets, &rules, "always", p->always, p->n_always);
+        /* the proxies: open in every mode, also on an address of the host */
+        append_sets(&sets, &always, "always", p->always, p->n_always);
         bool only = p->n_egress_only > 0;
         if (only)
                 append_sets(&sets, &rules, "egress_only", p->egress_only, p->n_egress_only);
@@ -124,6 +126,7 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "  }\n"
                        "  chain run_to_host {\n"
                        "    ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n"
+                       "%s"
                        "    counter name host goto refuse\n"
                        "  }\n"
                        "  chain forward {\n"
@@ -133,13 +136,15 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "    ip daddr %s ip saddr %s counter name runs goto refuse\n"
                        "    ip daddr %s drop\n"
                        "    ip saddr %s jump egress\n",
-                       subnet, gw, subnet, subnet, subnet, subnet, subnet);
+                       subnet, gw, always.data ? always.data : "", subnet, subnet, subnet, subnet,
+                       subnet);
         if (p->drop_foreign_forwarding)
                 strbuf_appends(out, "    iifname != \"lbx*\" oifname != \"lbx*\" drop\n");
         strbuf_appends(out, "  }\n"
                             "  chain egress {\n"
                             "    ct state established,related accept\n"
                             "    meta l4proto != { tcp, udp } drop\n");
+        strbuf_append(out, always.data ? always.data : "", always.len);
         strbuf_append(out, rules.data ? rules.data : "", rules.len);
         if (only) {
                 strbuf_appends(out, "    counter name egress_only goto refuse\n");
@@ -158,6 +163,7 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "}\n",
                        subnet, subnet);
         strbuf_free(&sets);
+        strbuf_free(&always);
         strbuf_free(&rules);
         return out->data ? 0 : -ENOMEM;
 }

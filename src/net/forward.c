@@ -111,6 +111,10 @@ int forward_acquire(bool *ret_was_off, char *err, size_t errlen)
         }
         if (now == '0' && (r = write_text(SYSCTL, "1", 0)) < 0) {
                 unlink(own);
+                if (r == -EROFS || r == -EACCES || r == -EPERM) {
+                        *ret_was_off = true;
+                        return -EROFS;
+                }
                 snprintf(err, errlen,
                          "cannot turn on IPv4 forwarding (" SYSCTL "): %s; in a container start "
                          "it with --sysctl net.ipv4.ip_forward=1",

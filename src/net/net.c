@@ -33,7 +33,10 @@ struct net {
         struct nft_ctx *nft;
         struct egress_policy policy;
         struct netaddr_entry *entries; /* allow, egress_only, proxies */
-        bool forwarding;
+        bool forwarding;      /* held through /proc/sys (forward.h) */
+        bool link_forwarding; /* else turned on link by link, ours included */
+        int *forwarded;       /* links whose forwarding we turned on, to turn off */
+        size_t n_forwarded;
         uint32_t n_slots;   /* run addresses: subnet minus network, gateway, broadcast */
         uint32_t next_slot; /* handed out round-robin */
 };
@@ -109,6 +112,8 @@ static int link_run(struct net *n, struct rtnl *inner, const char *name, int nsf
         /* No IPv6 address on the host's end (its packets are dropped by
          * the egress table in any case). */
         rtnl_link_no_ipv6_address(&n->rtnl, index);
+        if (n->link_forwarding && (r = rtnl_link_ipv4_forwarding(&n->rtnl, index, true)) < 0)
+                return r;
         if ((r = rtnl_link_up(&n->rtnl, index)) < 0)
                 return r;
         if ((r = rtnl_addr_add_peer(&n->rtnl, index, gw, addr)) < 0)
@@ -365,6 +370,48 @@ static int check_subnet_free(struct net *n, char *err, size_t errlen)
         return r;
 }
 
+static bool link_forwards(const char *name)
+{
+        char path[96], c = '0';
+        snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/forwarding", name);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        return fd >= 0 && read(fd, &c, 1) == 1 && c == '1';
+}
+
+/* /proc/sys is read-only (a container's, or systemd's ProtectKernelTunables):
+ * forwarding on through netlink for every link of this namespace that had
+ * it off (turned off again at stop), and for each run's link as it is
+ * made. */
+static int forward_by_link(struct net *n, char *err, size_t errlen)
+{
+        struct if_nameindex *list = if_nameindex();
+        size_t count = 0;
+        for (struct if_nameindex *i = list; i && i->if_index; i++)
+                count++;
+        n->forwarded = calloc(count + 1, sizeof(int));
+        int r = list && n->forwarded ? 0 : -ENOMEM;
+        for (struct if_nameindex *i = list; r == 0 && i && i->if_index; i++) {
+                if (strncmp(i->if_name, "lbx", 3) == 0 || link_forwards(i->if_name))
+                        continue;
+                r = rtnl_link_ipv4_forwarding(&n->rtnl, (int)i->if_index, true);
+                if (r == 0)
+                        n->forwarded[n->n_forwarded++] = (int)i->if_index;
+        }
+        if (list)
+                if_freenameindex(list);
+        if (r < 0) {
+                snprintf(err, errlen,
+                         "cannot turn on IPv4 forwarding (/proc/sys is read-only and netlink "
+                         "says %s); in a container start it with --sysctl net.ipv4.ip_forward=1",
+                         strerror(-r));
+                return r;
+        }
+        n->link_forwarding = true;
+        log_info(NULL, "network.forwarding", "%s",
+                 "msg=\"/proc/sys is read-only: IPv4 forwarding turned on link by link\"");
+        return 0;
+}
+
 static int open_steps(struct net *n, const struct config *c, char *err, size_t errlen)
 {
         int r;
@@ -387,9 +434,13 @@ static int open_steps(struct net *n, const struct config *c, char *err, size_t e
                 return -ENOMEM;
         }
         egress_remove_stale(n->nft);
-        if ((r = forward_acquire(&n->policy.drop_foreign_forwarding, err, errlen)) < 0)
+        r = forward_acquire(&n->policy.drop_foreign_forwarding, err, errlen);
+        if (r == -EROFS)
+                r = forward_by_link(n, err, errlen);
+        else
+                n->forwarding = r == 0;
+        if (r < 0)
                 return r;
-        n->forwarding = true;
         char why[200];
         if ((r = egress_load(n->nft, &n->policy, why, sizeof(why))) < 0)
                 snprintf(err, errlen, "cannot load the nftables egress table: %s", why);
@@ -458,6 +509,9 @@ struct net *net_close(struct net *n)
         }
         if (n->forwarding)
                 forward_release();
+        for (size_t i = 0; i < n->n_forwarded; i++)
+                rtnl_link_ipv4_forwarding(&n->rtnl, n->forwarded[i], false);
+        free(n->forwarded);
         rtnl_close(&n->rtnl);
         safe_close(n->host_ns);
         free(n->entries);

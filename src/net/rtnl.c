@@ -5,6 +5,7 @@
 #include <linux/if.h>
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
+#include <linux/ip.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <string.h>
@@ -106,6 +107,21 @@ int rtnl_link_up(struct rtnl *r, int index)
         char buf[RTNL_BUF];
         struct nlmsghdr *nlh = request(buf, r, RTM_NEWLINK, 0);
         put_ifinfo(nlh, index, IFF_UP);
+        return transact(r, nlh);
+}
+
+int rtnl_link_ipv4_forwarding(struct rtnl *r, int index, bool on)
+{
+        char buf[RTNL_BUF];
+        struct nlmsghdr *nlh = request(buf, r, RTM_NEWLINK, 0);
+        put_ifinfo(nlh, index, 0);
+        struct nlattr *spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
+        struct nlattr *in4 = mnl_attr_nest_start(nlh, AF_INET);
+        struct nlattr *conf = mnl_attr_nest_start(nlh, IFLA_INET_CONF);
+        mnl_attr_put_u32(nlh, IPV4_DEVCONF_FORWARDING, on ? 1 : 0);
+        mnl_attr_nest_end(nlh, conf);
+        mnl_attr_nest_end(nlh, in4);
+        mnl_attr_nest_end(nlh, spec);
         return transact(r, nlh);
 }
 

@@ -4,6 +4,7 @@
  * call sends one request and waits for its acknowledgement; 0 or -errno. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct mnl_socket;
@@ -24,6 +25,9 @@ void rtnl_close(struct rtnl *r);
 int rtnl_veth_create(struct rtnl *r, const char *name, const char *peer_name, int peer_index,
                      int netns_fd);
 int rtnl_link_up(struct rtnl *r, int index);
+/* IPv4 forwarding of packets arriving on the link (its devconf), for hosts
+ * whose /proc/sys cannot be written (containers). */
+int rtnl_link_ipv4_forwarding(struct rtnl *r, int index, bool on);
 /* No IPv6 link-local address on the link (address generation mode none). */
 int rtnl_link_no_ipv6_address(struct rtnl *r, int index);
 int rtnl_link_delete(struct rtnl *r, const char *name);

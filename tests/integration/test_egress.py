@@ -766,3 +766,30 @@ def test_stopping_one_daemon_leaves_the_others_network(lockboxd_factory, lab):
     assert ip_forward() == fwd0
     assert lbx_links() - links0 == set(), lbx_links() - links0
     assert {t for t in nft_tables() - tables0 if t.startswith("lockbox")} == set()
+
+
+# ------------------------------------------------------------- proxies
+def test_proxies_are_open_even_on_private_and_host_addresses(lockboxd_factory, lab):
+    """proxy.http on a private lab host and proxy.https on an address of
+    the host itself: both ports are open to runs (and only those ports),
+    in egress_only mode too, and the variables reach the run."""
+    svc = nl.HostService([lab.host_addr])
+    try:
+        d = lockboxd_factory(
+            worker_timeout=WORKER_TIMEOUT,
+            proxy={"http": f"http://user:secret@{nl.PRIVATE}:8081",
+                   "https": f"http://{lab.host_addr}:{svc.port}"},
+            **lab_daemon_config(lab, egress_only=[f"{nl.PUBLIC}:80"]))
+        out = run(d, f"""
+            import os
+            print(tcp({nl.PRIVATE!r}, 8081).split(':')[0])
+            print(tcp({nl.PRIVATE!r}, 8080))
+            print(tcp({lab.host_addr!r}, {svc.port}).split(':')[0])
+            print(os.environ.get('HTTP_PROXY') == 'http://user:secret@{nl.PRIVATE}:8081')
+        """)
+        assert out == ["connected", "blocked:ECONNREFUSED", "connected", "True"], out
+        assert len(lab.hits("tcp", nl.PRIVATE, 8081)) == 1
+        assert lab.hits("tcp", nl.PRIVATE, 8080) == []
+        assert len(svc.peers) == 1
+    finally:
+        svc.close()

@@ -118,6 +118,10 @@ TEST(egress_allow_entries_come_before_the_denials)
         EXPECT_STR_CONTAINS(t, "set allow_net { type ipv4_addr; flags interval; elements = { "
                                "192.168.0.0/16 } }");
         EXPECT_STR_CONTAINS(t, "elements = { 10.0.0.9 . tcp . 3128, 10.0.0.9 . udp . 3128 }");
+        /* a proxy on an address of the host is open too, and only its port */
+        EXPECT_STR_CONTAINS(t, "th dport 53 accept\n"
+                               "    ip daddr . meta l4proto . th dport @always_port accept\n"
+                               "    counter name host goto refuse");
         EXPECT_TRUE(strstr(t, "@always_port accept") < strstr(t, "@allow_net accept"));
         EXPECT_TRUE(strstr(t, "@allow_port accept") < strstr(t, "counter name private"));
         EXPECT_STR_CONTAINS(t, "iifname != \"lbx*\" oifname != \"lbx*\" drop");
