@@ -121,12 +121,12 @@ def latency(url, program, runs, gap_ms):
     return statistics.median(xs), pct(xs, 99)
 
 
-def throughput(url, clients, seconds=5.0):
+def throughput(url, clients, program, seconds=5.0):
     def client():
         conn = connect(url)
         n, end = 0, time.perf_counter() + seconds
         while time.perf_counter() < end:
-            run_once(conn, PROGRAMS["trivial"])
+            run_once(conn, program)
             n += 1
         conn.close()
         return n
@@ -142,7 +142,8 @@ def measure(mode, args):
         for name, program in PROGRAMS.items():
             results[name] = latency(url, program, args.runs, args.gap_ms)
         for c in (int(x) for x in args.clients.split(",")):
-            results[f"rps_{c}"] = throughput(url, c)
+            results[f"rps_{c}"] = throughput(url, c, PROGRAMS["trivial"])
+            results[f"rps_{c}_offline"] = throughput(url, c, PROGRAMS["trivial_offline"])
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
@@ -174,7 +175,8 @@ def main():
         if k.startswith("rps_"):
             row = "".join(f"{res[m][k]:>24.1f}" for m in modes)
             ratio = (f"{res[modes[1]][k] / res[modes[0]][k]:>11.1f}x" if len(modes) == 2 else "")
-            print(f"{'runs/s, ' + k[4:] + ' clients':<22}{row}{ratio}")
+            label = "runs/s, " + k[4:].replace("_offline", " cl. offline")
+            print(f"{label if 'offline' in k else label + ' clients':<22}{row}{ratio}")
     out = {m: {k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()}
            for m, r in res.items()}
     out["gap_ms"] = args.gap_ms

@@ -89,6 +89,23 @@ static void append_sets(struct strbuf *sets, struct strbuf *rules, const char *n
         }
 }
 
+/* One chain per reason: count, log (at most 50 a second, so a flood costs
+ * nothing but the counter), refuse. The limit is a match of its own rule:
+ * over it, that rule ends and the next one still refuses. */
+static void append_deny_chains(struct strbuf *out, unsigned log_group)
+{
+        for (size_t i = 0; i < EGRESS_REASONS; i++) {
+                const char *r = egress_reason_names[i];
+                strbuf_appendf(out, "  chain deny_%s {\n    counter name %s\n", r, r);
+                if (log_group)
+                        strbuf_appendf(out,
+                                       "    limit rate 50/second burst 50 packets log prefix "
+                                       "\"%s\" group %u snaplen 64\n",
+                                       r, log_group);
+                strbuf_appends(out, "    goto refuse\n  }\n");
+        }
+}
+
 int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
 {
         char subnet[32], gw[32];
@@ -114,6 +131,7 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
         for (size_t i = 0; i < EGRESS_REASONS; i++)
                 strbuf_appendf(out, "  counter %s { }\n", egress_reason_names[i]);
         strbuf_append(out, sets.data ? sets.data : "", sets.len);
+        append_deny_chains(out, p->log_group);
         strbuf_appendf(out,
                        "  chain refuse {\n"
                        "    meta l4proto tcp reject with tcp reset\n"
@@ -127,13 +145,13 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "  chain run_to_host {\n"
                        "    ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n"
                        "%s"
-                       "    counter name host goto refuse\n"
+                       "    goto deny_host\n"
                        "  }\n"
                        "  chain forward {\n"
                        "    type filter hook forward priority -5; policy accept;\n"
                        "    meta nfproto ipv6 iifname \"lbx*\" drop\n"
                        "    ip daddr %s ct state established,related accept\n"
-                       "    ip daddr %s ip saddr %s counter name runs goto refuse\n"
+                       "    ip daddr %s ip saddr %s goto deny_runs\n"
                        "    ip daddr %s drop\n"
                        "    ip saddr %s jump egress\n",
                        subnet, gw, always.data ? always.data : "", subnet, subnet, subnet, subnet,
@@ -147,10 +165,10 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
         strbuf_append(out, always.data ? always.data : "", always.len);
         strbuf_append(out, rules.data ? rules.data : "", rules.len);
         if (only) {
-                strbuf_appends(out, "    counter name egress_only goto refuse\n");
+                strbuf_appends(out, "    goto deny_egress_only\n");
         } else {
                 for (size_t i = 0; i < ELEMENTSOF(denials); i++)
-                        strbuf_appendf(out, "    ip daddr { %s } counter name %s goto refuse\n",
+                        strbuf_appendf(out, "    ip daddr { %s } goto deny_%s\n",
                                        denials[i].set, egress_reason_names[denials[i].reason]);
                 strbuf_appends(out, "    accept\n");
         }

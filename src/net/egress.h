@@ -38,6 +38,7 @@ struct egress_policy {
         const struct netaddr_entry *always; /* proxies: open in every mode */
         size_t n_always;
         bool drop_foreign_forwarding;   /* we turned forwarding on: keep others' off */
+        unsigned log_group;             /* nfnetlink_log group for refusals, 0: none */
 };
 
 /* The whole table as nft input, replacing any table of that name. */

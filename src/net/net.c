@@ -20,6 +20,7 @@
 #include "net/egress.h"
 #include "net/forward.h"
 #include "net/net.h"
+#include "net/nflog.h"
 #include "net/rtnl.h"
 
 /* The peer's index and name inside a run's namespace (lo is 1). */
@@ -35,6 +36,7 @@ struct net {
         struct netaddr_entry *entries; /* allow, egress_only, proxies */
         bool forwarding;      /* held through /proc/sys (forward.h) */
         bool link_forwarding; /* else turned on link by link, ours included */
+        int nflog;            /* refusals as they happen, or -1 */
         int *forwarded;       /* links whose forwarding we turned on, to turn off */
         size_t n_forwarded;
         uint32_t n_slots;   /* run addresses: subnet minus network, gateway, broadcast */
@@ -249,6 +251,18 @@ size_t net_dns_upstreams(const struct config *c, struct sockaddr_storage *ret, s
         return n;
 }
 
+int net_refusal_fd(const struct net *n)
+{
+        return n->nflog;
+}
+
+void net_refusals_read(struct net *n, void (*fn)(void *data, const struct net_refusal *r),
+                       void *data)
+{
+        if (n->nflog >= 0)
+                nflog_drain(n->nflog, fn, data);
+}
+
 int net_refused(struct net *n, uint64_t ret[EGRESS_REASONS])
 {
         return egress_counters(n->nft, n->policy.table, ret);
@@ -412,6 +426,26 @@ static int forward_by_link(struct net *n, char *err, size_t errlen)
         return 0;
 }
 
+/* The egress table, logging refusals to a group of ours where the kernel
+ * can (nfnetlink_log); without it, counters only. */
+static int load_policy(struct net *n, char *err, size_t errlen)
+{
+        char why[200];
+        uint16_t group;
+        if (nflog_open((uint16_t)(20000 + getpid() % 40000), &n->nflog, &group) == 0) {
+                n->policy.log_group = group;
+                if (egress_load(n->nft, &n->policy, why, sizeof(why)) == 0)
+                        return 0;
+                log_warn(NULL, "network.no_refusal_log", "error=%s", log_q(why));
+                n->nflog = safe_close(n->nflog);
+                n->policy.log_group = 0;
+        }
+        int r = egress_load(n->nft, &n->policy, why, sizeof(why));
+        if (r < 0)
+                snprintf(err, errlen, "cannot load the nftables egress table: %s", why);
+        return r;
+}
+
 static int open_steps(struct net *n, const struct config *c, char *err, size_t errlen)
 {
         int r;
@@ -441,10 +475,7 @@ static int open_steps(struct net *n, const struct config *c, char *err, size_t e
                 n->forwarding = r == 0;
         if (r < 0)
                 return r;
-        char why[200];
-        if ((r = egress_load(n->nft, &n->policy, why, sizeof(why))) < 0)
-                snprintf(err, errlen, "cannot load the nftables egress table: %s", why);
-        return r;
+        return load_policy(n, err, errlen);
 }
 
 int net_open(const struct config *c, struct net **ret, char *err, size_t errlen)
@@ -453,6 +484,7 @@ int net_open(const struct config *c, struct net **ret, char *err, size_t errlen)
         if (!n)
                 return -ENOMEM;
         n->host_ns = -1;
+        n->nflog = -1;
         netaddr_parse_prefix(c->net_subnet, &n->subnet, NULL);
         n->n_slots = (uint32_t)(netaddr_size(&n->subnet) - 3);
         snprintf(n->policy.table, sizeof(n->policy.table), "lockbox_%ld", (long)getpid());
@@ -514,6 +546,7 @@ struct net *net_close(struct net *n)
         free(n->forwarded);
         rtnl_close(&n->rtnl);
         safe_close(n->host_ns);
+        safe_close(n->nflog);
         free(n->entries);
         free(n);
         return NULL;

@@ -44,6 +44,20 @@ char *net_resolv_conf_text(const char *host_text, uint32_t gateway);
  * of /etc/resolv.conf (port 53). How many were written to ret (max). */
 size_t net_dns_upstreams(const struct config *cfg, struct sockaddr_storage *ret, size_t max);
 
+/* A packet the egress table refused (logged at most 50 a second per
+ * reason; the counters of net_refused() count them all). */
+struct net_refusal {
+        uint32_t src, dst; /* host byte order */
+        uint8_t proto;     /* IPPROTO_TCP, IPPROTO_UDP, ... */
+        uint16_t dport;    /* 0 when not TCP or UDP */
+        char reason[16];   /* egress_reason_names[] */
+};
+/* The fd that becomes readable when refusals wait, or -1 (no logging). */
+int net_refusal_fd(const struct net *n);
+/* Every refusal waiting, to fn. */
+void net_refusals_read(struct net *n, void (*fn)(void *data, const struct net_refusal *r),
+                       void *data);
+
 /* Packets refused so far, by reason. */
 int net_refused(struct net *n, uint64_t ret[EGRESS_REASONS]);
 

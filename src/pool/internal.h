@@ -38,6 +38,7 @@ enum watch_kind {
         W_REPORT,
         W_DEPS_OUT,
         W_DEPS_EXIT,
+        W_NET_REFUSED,
 };
 
 struct watch {
@@ -80,6 +81,7 @@ struct run {
         uid_t uid;
         struct cgroup_run *cg;
         uint32_t net_addr;        /* its address, with a network namespace */
+        unsigned net_refused;     /* packets the egress policy refused it (logged ones) */
         char trace[PROTO_TRACE_LEN + 1];
         char failure[160]; /* why the start failed, for the request's -500 */
         enum run_reason reason;
@@ -103,7 +105,7 @@ struct jailer {
         int epfd, sigfd, ctrl, http_pidfd, tickfd;
         int log_sock; /* to the HTTP process: the reopened log file */
         pid_t http_pid;
-        struct watch w_ctrl, w_sig, w_http, w_tick;
+        struct watch w_ctrl, w_sig, w_http, w_tick, w_net;
         struct run *runs;
         unsigned n_active; /* runs that hold a request: <= max_workers */
         struct seccomp_notif *notif;
@@ -116,6 +118,8 @@ struct jailer {
 /* jailer.c */
 /* Runs with network can be served (namespace mode set up, or host mode). */
 bool jailer_network_usable(const struct jailer *j);
+/* Take in the egress table's refusals, each told to its run's log. */
+void jailer_read_refusals(struct jailer *j);
 int jailer_watch(struct jailer *j, int fd, struct watch *w);
 void jailer_unwatch(struct jailer *j, int fd);
 uint64_t jailer_elapsed_us(const struct timespec *since);

@@ -5,7 +5,9 @@
  * a run finished; finished runs are freed after the batch. */
 #include "pool/jailer.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -103,7 +105,10 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
         }
         j->w_sig = (struct watch){W_SIGNAL, NULL};
         j->w_tick = (struct watch){W_TICK, NULL};
+        j->w_net = (struct watch){W_NET_REFUSED, NULL};
         int r = jailer_watch(j, j->sigfd, &j->w_sig);
+        if (r == 0 && j->net && net_refusal_fd(j->net) >= 0)
+                r = jailer_watch(j, net_refusal_fd(j->net), &j->w_net);
         return r < 0 ? r : jailer_watch(j, j->tickfd, &j->w_tick);
 }
 
@@ -520,6 +525,30 @@ static void publish_refused(struct jailer *j)
                 atomic_store(&j->stats->net_refused[i], v[i]);
 }
 
+static void on_refusal(void *data, const struct net_refusal *r)
+{
+        struct jailer *j = data;
+        struct run *run = j->runs;
+        while (run && !(run->net_addr == r->src && !run->finished))
+                run = run->next;
+        if (!run)
+                return; /* a run already gone: the counters have it */
+        char dst[INET_ADDRSTRLEN];
+        struct in_addr a = {.s_addr = htonl(r->dst)};
+        inet_ntop(AF_INET, &a, dst, sizeof(dst));
+        run->net_refused++;
+        log_info(run->trace, "run.net_refused", "dst=%s port=%u proto=%s reason=%s", dst,
+                 (unsigned)r->dport,
+                 r->proto == IPPROTO_TCP ? "tcp" : r->proto == IPPROTO_UDP ? "udp" : "other",
+                 r->reason);
+}
+
+void jailer_read_refusals(struct jailer *j)
+{
+        if (j->net)
+                net_refusals_read(j->net, on_refusal, j);
+}
+
 static void on_tick(struct jailer *j)
 {
         uint64_t ticks;
@@ -590,6 +619,9 @@ static void dispatch(struct jailer *j, const struct epoll_event *ev)
                 break;
         case W_DEPS_EXIT:
                 deps_on_exit(j);
+                break;
+        case W_NET_REFUSED:
+                jailer_read_refusals(j);
                 break;
         default:
                 break;

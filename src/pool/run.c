@@ -527,12 +527,14 @@ static void answer(struct jailer *j, struct run *run, int status, const struct r
         classify(run, status, ru, &st, j->cfg->cpu_seconds, &res);
         if (reaped)
                 release_identity(j, run); /* groups gone, UID back: then answer */
+        if (run->net_addr)
+                jailer_read_refusals(j); /* the last ones may still wait */
         log_info(run->trace, "run.done",
                  "lang=%s warm=%d exit_code=%d reason=%u signal=%d wall_ms=%llu cpu_ms=%llu "
-                 "memory_peak=%llu",
+                 "memory_peak=%llu network=%d net_refused=%u",
                  run->slot->rt->name, run->warm, res.exit_code, res.reason, res.signal,
                  (unsigned long long)res.wall_us / 1000, (unsigned long long)res.cpu_us / 1000,
-                 (unsigned long long)res.memory_peak);
+                 (unsigned long long)res.memory_peak, run->network, run->net_refused);
         if (res.reason == REASON_SYSCALL)
                 log_warn(run->trace, "run.syscall_denied", "syscall=%s", res.syscall_name);
         if (run->chan >= 0 && channel_send(run->chan, &res, sizeof(res), NULL, 0) < 0)

@@ -18,6 +18,7 @@ or the host itself.
 import ast
 import ipaddress
 import json
+import os
 import socket
 import subprocess
 import textwrap
@@ -793,3 +794,90 @@ def test_proxies_are_open_even_on_private_and_host_addresses(lockboxd_factory, l
         assert len(svc.peers) == 1
     finally:
         svc.close()
+
+
+def test_the_runs_log_lines_record_its_refusals(ed, lab):
+    """Each refused packet is logged with the run's trace id and reason,
+    and the run's run.done line counts them."""
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    r = ed.run_response(PRELUDE + py(f"""
+        print(tcp({nl.PRIVATE!r}, 80))
+        print(tcp({nl.METADATA!r}, 80))
+    """), headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}, enable_network=True)
+    assert r.json()["data"]["stdout"] == "blocked:ECONNREFUSED\n" * 2, r.json()
+
+    def logged():
+        lines = [l for l in ed.log.splitlines() if f"trace_id={trace}" in l]
+        assert any(f"event=run.net_refused dst={nl.PRIVATE} port=80 proto=tcp reason=private" in l
+                   for l in lines), lines
+        assert any(f"event=run.net_refused dst={nl.METADATA} port=80 proto=tcp "
+                   "reason=link_local" in l for l in lines), lines
+        assert any("event=run.done" in l and "network=1 net_refused=2" in l for l in lines), lines
+    eventually(logged, scaled(5))
+
+
+def test_read_only_proc_sys_turns_forwarding_on_link_by_link(tmp_path):
+    """As in a container (Docker mounts /proc/sys read-only) or under the
+    systemd unit's ProtectKernelTunables: lockboxd, alone in a network
+    namespace of the test's, turns IPv4 forwarding on through netlink for
+    its links, and off again at stop, leaving no table behind."""
+    from conftest import LOCKBOXD, UID_BASE, _uid_blocks, free_port
+    ns = f"lbtro{os.getpid()}"
+    uid_min = UID_BASE + 100 * next(_uid_blocks)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        f"app:\n  port: {free_port()}\nserver:\n  listen: 127.0.0.1\n"
+        f"jail:\n  uid_min: {uid_min}\n  uid_max: {uid_min + 99}\n"
+        f"dependencies:\n  python_requirements: {tmp_path}/none.txt\n"
+        f"  layer_dir: {tmp_path}/layers\n"
+        f"network:\n  subnet: 10.224.0.0/24\n  dns_servers: [127.0.0.1]\n")
+    script = ("echo 0 > /proc/sys/net/ipv4/ip_forward && ip link set lo up && "
+              "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && "
+              f"exec {LOCKBOXD} --config {cfg}")
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    log = tmp_path / "lockboxd.log"
+    try:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, "unshare", "-m", "sh", "-c", script],
+                                    stdout=out, stderr=out, cwd=tmp_path)
+        try:
+            def ready():
+                text = log.read_text()
+                assert "event=network.ready" in text, text
+                return text
+            text = eventually(ready, scaled(10))
+            assert "event=network.forwarding" in text, text
+            fwd = subprocess.run(["ip", "netns", "exec", ns, "cat",
+                                  "/proc/sys/net/ipv4/ip_forward",
+                                  "/proc/sys/net/ipv4/conf/lo/forwarding"],
+                                 capture_output=True, text=True).stdout.split()
+            assert fwd == ["0", "1"], fwd  # global untouched, the link's on
+        finally:
+            proc.terminate()
+            assert proc.wait(scaled(20)) == 0, log.read_text()
+        fwd = subprocess.run(["ip", "netns", "exec", ns, "cat",
+                              "/proc/sys/net/ipv4/conf/lo/forwarding"],
+                             capture_output=True, text=True).stdout.split()
+        assert fwd == ["0"], fwd
+        tables = subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "tables"],
+                                capture_output=True, text=True).stdout
+        assert "lockbox" not in tables, tables
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
+
+
+def test_a_host_that_cannot_build_the_network_refuses_runs_with_network(lockboxd_factory, lab):
+    """Safe failure: when the run network cannot be built (here its subnet
+    is in use on the host: 127.0.0.0/16 holds the loopback's address), the
+    daemon says so once at start-up, serves runs without network, and
+    refuses runs with network with the reason; it never shares its own
+    network with them."""
+    d = lockboxd_factory(**lab_daemon_config(lab, subnet="127.0.0.0/16"))
+    assert "event=network.unavailable" in d.log and "network.subnet 127.0.0.0/16 is in use" in d.log
+    r = d.run("print('offline fine')", enable_network=False)
+    assert r["data"]["stdout"] == "offline fine\n", r
+    r = d.run(f"import socket\nsocket.create_connection(({nl.PUBLIC!r}, 80), timeout=3)\n"
+              "print('reached')", enable_network=True)
+    assert r["code"] == -500, r
+    assert "network unavailable: network.subnet 127.0.0.0/16 is in use" in r["message"], r
+    assert lab.hits_on(nl.PUBLIC) == []

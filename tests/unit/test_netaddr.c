@@ -89,13 +89,17 @@ TEST(egress_default_policy_denies_by_reason_and_lets_dns_to_the_gateway)
         EXPECT_STR_CONTAINS(t, "hook forward priority -5; policy accept;\n"
                                "    meta nfproto ipv6 iifname \"lbx*\" drop\n");
         EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.1 meta l4proto { tcp, udp } th dport 53 accept\n"
-                               "    counter name host goto refuse");
-        EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.0/16 ip saddr 10.191.0.0/16 counter name runs");
-        EXPECT_STR_CONTAINS(t, "{ 127.0.0.0/8, 0.0.0.0/8 } counter name loopback goto refuse");
+                               "    goto deny_host");
+        EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.0/16 ip saddr 10.191.0.0/16 goto deny_runs");
+        EXPECT_STR_CONTAINS(t, "{ 127.0.0.0/8, 0.0.0.0/8 } goto deny_loopback");
         EXPECT_STR_CONTAINS(t, "{ 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 } "
-                               "counter name private goto refuse");
-        EXPECT_STR_CONTAINS(t, "{ 169.254.0.0/16 } counter name link_local");
-        EXPECT_STR_CONTAINS(t, "{ 224.0.0.0/4, 240.0.0.0/4 } counter name multicast");
+                               "goto deny_private");
+        EXPECT_STR_CONTAINS(t, "{ 169.254.0.0/16 } goto deny_link_local");
+        EXPECT_STR_CONTAINS(t, "{ 224.0.0.0/4, 240.0.0.0/4 } goto deny_multicast");
+        /* each reason counts, then refuses; without a log group, no log */
+        EXPECT_STR_CONTAINS(t, "  chain deny_private {\n    counter name private\n"
+                               "    goto refuse\n  }\n");
+        EXPECT_TRUE(strstr(t, " log ") == NULL);
         EXPECT_STR_CONTAINS(t, "ip saddr 10.191.0.0/16 ip daddr != 10.191.0.0/16 masquerade");
         EXPECT_STR_CONTAINS(t, "meta l4proto tcp reject with tcp reset");
         /* forwarding of others is left alone unless we turned it on */
@@ -121,9 +125,9 @@ TEST(egress_allow_entries_come_before_the_denials)
         /* a proxy on an address of the host is open too, and only its port */
         EXPECT_STR_CONTAINS(t, "th dport 53 accept\n"
                                "    ip daddr . meta l4proto . th dport @always_port accept\n"
-                               "    counter name host goto refuse");
+                               "    goto deny_host");
         EXPECT_TRUE(strstr(t, "@always_port accept") < strstr(t, "@allow_net accept"));
-        EXPECT_TRUE(strstr(t, "@allow_port accept") < strstr(t, "counter name private"));
+        EXPECT_TRUE(strstr(t, "@allow_port accept") < strstr(t, "goto deny_private"));
         EXPECT_STR_CONTAINS(t, "iifname != \"lbx*\" oifname != \"lbx*\" drop");
         free(t);
 }
@@ -137,11 +141,22 @@ TEST(egress_only_refuses_everything_else)
                                   .egress_only = only, .n_egress_only = 1};
         char *t = ruleset(&p);
         EXPECT_STR_CONTAINS(t, "elements = { 203.0.113.7 . tcp . 80, 203.0.113.7 . udp . 80 }");
-        EXPECT_STR_CONTAINS(t, "@egress_only_port accept\n    counter name egress_only goto "
-                               "refuse\n  }");
+        EXPECT_STR_CONTAINS(t, "@egress_only_port accept\n    goto deny_egress_only\n  }");
         /* allow has no say in egress_only mode, and nothing else is accepted */
         EXPECT_TRUE(strstr(t, "allow_port") == NULL);
-        EXPECT_TRUE(strstr(t, "counter name private") == NULL);
+        EXPECT_TRUE(strstr(t, "goto deny_private") == NULL);
+        free(t);
+}
+
+TEST(egress_refusals_are_logged_to_the_group_at_a_bounded_rate)
+{
+        struct egress_policy p = {.table = "lockbox_1", .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001, .log_group = 20042};
+        char *t = ruleset(&p);
+        /* the limit is a rule of its own: over it, the next rule still refuses */
+        EXPECT_STR_CONTAINS(t, "  chain deny_link_local {\n    counter name link_local\n"
+                               "    limit rate 50/second burst 50 packets log prefix "
+                               "\"link_local\" group 20042 snaplen 64\n    goto refuse\n  }\n");
         free(t);
 }
 
