@@ -257,10 +257,19 @@ static bool uid_to_spare(struct jailer *j)
         return uidpool_in_use(j->uids) + reserved < size;
 }
 
+/* A refill competes with running programs for the two things a run's
+ * answer waits on: the jailer's loop (making a run's network namespace
+ * and link holds it for ~1.3 ms) and the CPUs (the zygote's fork). While
+ * programs run and an armed run is still left, it waits for them. */
+static bool refill_now(const struct jailer *j, const struct pool *p)
+{
+        return !(j->n_active > 0 && p->armed > 0);
+}
+
 static void pool_refill(struct jailer *j, struct pool *p)
 {
         while (p->active && p->armed + p->spawning < p->target && due(&p->retry_at) &&
-               uid_to_spare(j)) {
+               uid_to_spare(j) && refill_now(j, p)) {
                 if (p->slot->zygote && !zygote_up(j))
                         return; /* armed Python comes from the zygote only */
                 char err[200] = "";
