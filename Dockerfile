@@ -29,7 +29,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         build-essential pkg-config \
         libmicrohttpd-dev libjansson-dev libyaml-dev libseccomp-dev \
-        libcurl4-openssl-dev python3 python3-dev \
+        libmnl-dev libnftables-dev libcurl4-openssl-dev python3 python3-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
@@ -50,7 +50,8 @@ ARG DEBIAN_FRONTEND=noninteractive
 # nodejs is Debian 12's Node.js 18 (nodejs_path /usr/bin/node).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 libyaml-0-2 libseccomp2 libpython3.11 libcurl4 \
+        libmicrohttpd12 libjansson4 libyaml-0-2 libseccomp2 libmnl0 libnftables1 \
+        libpython3.11 libcurl4 \
         python3 python3-pip python3-requests python3-httpx python3-jinja2 \
         python3-socks python3-socksio \
         nodejs ca-certificates tzdata mount \

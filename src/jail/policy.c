@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -131,21 +132,27 @@ static int add_fork(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 static int add_socket(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 {
         static const int families[] = {AF_INET, AF_INET6};
-        static const int types[] = {SOCK_STREAM, SOCK_DGRAM};
+        /* TCP and UDP only, by default protocol (0) or by name: no UDP-Lite,
+         * MPTCP, SCTP or ICMP echo sockets. */
+        static const struct {
+                int type, protocol;
+        } kinds[] = {{SOCK_STREAM, 0}, {SOCK_STREAM, IPPROTO_TCP},
+                     {SOCK_DGRAM, 0},  {SOCK_DGRAM, IPPROTO_UDP}};
         if (!o->network)
                 return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
         for (size_t f = 0; f < ELEMENTSOF(families); f++)
-                for (size_t t = 0; t < ELEMENTSOF(types); t++) {
+                for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
                         /* the low bits of type; SOCK_NONBLOCK/CLOEXEC may be set */
-                        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2,
-                                                 SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)families[f]),
-                                                 SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf,
-                                                            (uint64_t)types[t]));
+                        int r = seccomp_rule_add(
+                            ctx, SCMP_ACT_ALLOW, nr, 3,
+                            SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)families[f]),
+                            SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf, (uint64_t)kinds[k].type),
+                            SCMP_A2_64(SCMP_CMP_EQ, (uint64_t)kinds[k].protocol));
                         if (r < 0)
                                 return r;
                 }
         /* Unix (abstract names reach host services in the host netns),
-         * netlink, packet, raw, vsock...: refused. */
+         * netlink, packet, raw, vsock, other protocols...: refused. */
         return eperm_otherwise(ctx, nr, 0);
 }
 

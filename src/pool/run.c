@@ -74,15 +74,17 @@ static void fail_start(struct run *run, const char *what, const char *detail)
  * end, stdout write end, stderr write end. */
 static int make_channels(struct run *run, int child[4])
 {
-        int code[2], out[2], err[2], sv[2];
-        if (pipe2(code, O_CLOEXEC) < 0)
-                return -errno;
-        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+        int code[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, sv[2] = {-1, -1};
+        if (pipe2(code, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+            pipe2(err, O_CLOEXEC) < 0 ||
             socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 int e = errno;
-                close(code[0]);
-                close(code[1]);
-                return -e; /* (rare: fd exhaustion) the rest leak until exit */
+                int *all[] = {code, out, err, sv};
+                for (size_t i = 0; i < ELEMENTSOF(all); i++) {
+                        safe_close(all[i][0]);
+                        safe_close(all[i][1]);
+                }
+                return -e;
         }
         run->code_w = code[1];
         run->out_r = out[0];

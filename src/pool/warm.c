@@ -385,7 +385,7 @@ static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, ch
 static int zygote_start(struct jailer *j)
 {
         struct zygote *z = j->zygote;
-        int sv[2], f0 = filter_memfd(&j->langs[LANG_PYTHON3].filter[0]);
+        int sv[2] = {-1, -1}, f0 = filter_memfd(&j->langs[LANG_PYTHON3].filter[0]);
         int f1 = filter_memfd(&j->langs[LANG_PYTHON3].filter[1]);
         _cleanup_free_ char **argv = zygote_argv(j);
         int r = 0;
@@ -401,9 +401,9 @@ static int zygote_start(struct jailer *j)
                 r = -errno;
         safe_close(f0);
         safe_close(f1);
-        if (r == 0)
-                close(sv[1]);
+        safe_close(sv[1]);
         if (r < 0) {
+                safe_close(sv[0]); /* a failed clone3 leaves the pair ours */
                 log_error(NULL, "zygote.start_failed", "error=%s", log_q(strerror(-r)));
                 return r;
         }

@@ -188,6 +188,31 @@ def test_python_with_network_raw_netlink_packet_unix_stay_forbidden(daemon):
     assert len(got) == 9 and set(got.values()) == {"EPERM"}, d
 
 
+def test_python_with_network_only_tcp_and_udp_protocols(daemon):
+    """socket() of AF_INET/AF_INET6 stream or datagram sockets is allowed for
+    TCP and UDP only: UDP-Lite, MPTCP, SCTP and ICMP echo sockets are
+    refused, while naming TCP and UDP explicitly still works."""
+    d = attack_py(daemon, PY_PROBE + src("""
+        probe('udplite', socket.AF_INET, socket.SOCK_DGRAM, 136)
+        probe('udplite6', socket.AF_INET6, socket.SOCK_DGRAM, 136)
+        probe('mptcp', socket.AF_INET, socket.SOCK_STREAM, 262)
+        probe('mptcp6', socket.AF_INET6, socket.SOCK_STREAM, 262)
+        probe('sctp', socket.AF_INET, socket.SOCK_STREAM, 132)
+        probe('sctp_dgram', socket.AF_INET, socket.SOCK_DGRAM, 132)
+        probe('icmp_echo', socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+        probe('icmp6_echo', socket.AF_INET6, socket.SOCK_DGRAM, 58)
+        probe('tcp_by_name', socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        probe('udp_by_name', socket.AF_INET6, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+        probe('tcp_default', socket.AF_INET6, socket.SOCK_STREAM | socket.SOCK_NONBLOCK, 0)
+    """), enable_network=True)
+    assert_ok(d)
+    got = errno_lines(d)
+    assert got == {"udplite": "EPERM", "udplite6": "EPERM", "mptcp": "EPERM", "mptcp6": "EPERM",
+                   "sctp": "EPERM", "sctp_dgram": "EPERM", "icmp_echo": "EPERM",
+                   "icmp6_echo": "EPERM", "tcp_by_name": "OPEN", "udp_by_name": "OPEN",
+                   "tcp_default": "OPEN"}, d
+
+
 def test_node_with_network_cannot_listen_or_open_inspector(daemon):
     d = attack_js(daemon, src("""
         const net = require('net');

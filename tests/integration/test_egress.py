@@ -881,3 +881,64 @@ def test_a_host_that_cannot_build_the_network_refuses_runs_with_network(lockboxd
     assert r["code"] == -500, r
     assert "network unavailable: network.subnet 127.0.0.0/16 is in use" in r["message"], r
     assert lab.hits_on(nl.PUBLIC) == []
+    # each refusal closes the run's channel in the jailer: no fd is left
+    fds = len(os.listdir(f"/proc/{d.pid}/fd"))
+    for _ in range(50):
+        assert d.run("print(1)", enable_network=True)["code"] == -500
+    assert len(os.listdir(f"/proc/{d.pid}/fd")) == fds
+
+
+class LoopbackResolver:
+    """A DNS server on the host's loopback (as systemd-resolved's
+    127.0.0.53): answers every A query with 203.0.113.8, records the
+    queries' names."""
+
+    def __init__(self, addr="127.0.0.153"):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((addr, 53))
+        self.sock.settimeout(0.2)
+        self.names = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._serve, daemon=True)
+        self._t.start()
+
+    def _serve(self):
+        while not self._stop.is_set():
+            try:
+                q, peer = self.sock.recvfrom(4096)
+            except OSError:
+                continue
+            labels, i = [], 12
+            while q[i]:
+                labels.append(q[i + 1:i + 1 + q[i]].decode())
+                i += 1 + q[i]
+            self.names.append(".".join(labels))
+            question = q[12:i + 5]
+            answer = (b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04"
+                      + socket.inet_aton(nl.PUBLIC2))
+            self.sock.sendto(q[:2] + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00"
+                             + question + answer, peer)
+
+    def close(self):
+        self._stop.set()
+        self._t.join(5)
+        self.sock.close()
+
+
+def test_dns_through_a_resolver_on_the_hosts_loopback(lockboxd_factory, lab):
+    """The host's resolver on its loopback (systemd-resolved's 127.0.0.53)
+    is unreachable from a run, yet names resolve: the gateway's relay asks
+    it from the host."""
+    res = LoopbackResolver()
+    try:
+        d = lockboxd_factory(worker_timeout=WORKER_TIMEOUT,
+                             **lab_daemon_config(lab, dns_servers=["127.0.0.153"]))
+        out = run(d, f"""
+            print(socket.gethostbyname('anything.example'))
+            print(tcp('127.0.0.153', 53))
+            print(tcp({nl.PUBLIC2!r}, 80).split(':')[0])
+        """)
+        assert out == [nl.PUBLIC2, "blocked:ECONNREFUSED", "connected"], out
+        assert "anything.example" in res.names, res.names
+    finally:
+        res.close()

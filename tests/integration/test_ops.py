@@ -226,6 +226,11 @@ def test_ready_without_nodejs(lockboxd_factory):
     assert r.json()["data"]["runtimes"] == {"python3": True, "nodejs": False}
     body = d.run("console.log(1)", language="nodejs")
     assert body["code"] == -500 and "nodejs" in body["message"].lower(), body
+    # every refusal closes the run's channel in the jailer: no fd is left
+    fds = len(os.listdir(f"/proc/{d.pid}/fd"))
+    for _ in range(50):
+        assert d.run("console.log(1)", language="nodejs")["code"] == -500
+    assert len(os.listdir(f"/proc/{d.pid}/fd")) == fds
 
 
 # --------------------------------------------------------------------- logs
