@@ -27,6 +27,18 @@
 #define RUN_IFINDEX 2
 #define RUN_IFNAME "eth0"
 
+/* At most this many clean namespaces wait for a run. */
+#define IDLE_MAX 32
+
+/* A run's network: its namespace (kept open while it is ours) and a route
+ * netlink socket inside it. */
+struct slot {
+        struct slot *next;
+        uint32_t addr;
+        int nsfd;
+        struct rtnl inner;
+};
+
 struct net {
         struct netaddr_prefix subnet;
         int host_ns;     /* our own network namespace, to come back to */
@@ -41,6 +53,9 @@ struct net {
         size_t n_forwarded;
         uint32_t n_slots;   /* run addresses: subnet minus network, gateway, broadcast */
         uint32_t next_slot; /* handed out round-robin */
+        struct slot *busy;  /* held by runs */
+        struct slot *idle;  /* clean, waiting for a run */
+        unsigned n_idle;
 };
 
 uint32_t net_gateway(const struct net *n)
@@ -144,33 +159,91 @@ static int next_address(struct net *n, uint32_t *ret)
         return -EADDRINUSE;
 }
 
-int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, size_t errlen)
+static struct slot *slot_free(struct slot *s)
+{
+        if (s) {
+                rtnl_close(&s->inner);
+                safe_close(s->nsfd);
+                free(s);
+        }
+        return NULL;
+}
+
+/* A new namespace, linked and routed, for a slot of its own. */
+static int slot_make(struct net *n, struct slot **ret, char *err, size_t errlen)
 {
         char name[IF_NAMESIZE];
-        struct rtnl inner = {0};
-        uint32_t addr;
-        int nsfd = -1;
-        int r = next_address(n, &addr);
+        struct slot *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->nsfd = -1;
+        int r = next_address(n, &s->addr);
         if (r < 0) {
                 snprintf(err, errlen, "network: every address of network.subnet is in use");
+                free(s);
                 return r;
         }
-        link_name(name, sizeof(name), addr);
-        if ((r = make_namespace(n, &inner, &nsfd)) < 0) {
+        link_name(name, sizeof(name), s->addr);
+        if ((r = make_namespace(n, &s->inner, &s->nsfd)) < 0) {
                 snprintf(err, errlen, "network namespace: %s", strerror(-r));
+                free(s);
                 return r;
         }
-        r = link_run(n, &inner, name, nsfd, addr);
-        rtnl_close(&inner);
-        if (r < 0) {
+        if ((r = link_run(n, &s->inner, name, s->nsfd, s->addr)) < 0) {
                 snprintf(err, errlen, "network link %s: %s", name, strerror(-r));
                 rtnl_link_delete(&n->rtnl, name);
-                safe_close(nsfd);
+                slot_free(s);
                 return r;
         }
-        *ret_fd = nsfd;
-        *ret_addr = addr;
+        *ret = s;
         return 0;
+}
+
+int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, size_t errlen)
+{
+        struct slot *s = n->idle;
+        if (s) {
+                n->idle = s->next;
+                n->n_idle--;
+        } else {
+                int r = slot_make(n, &s, err, errlen);
+                if (r < 0)
+                        return r;
+        }
+        int fd = fcntl(s->nsfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0) {
+                int e = errno;
+                snprintf(err, errlen, "network namespace: %s", strerror(e));
+                slot_free(s);
+                return -e;
+        }
+        s->next = n->busy;
+        n->busy = s;
+        *ret_fd = fd;
+        *ret_addr = s->addr;
+        return 0;
+}
+
+void net_run_release(struct net *n, uint32_t addr)
+{
+        struct slot **p = n ? &n->busy : NULL;
+        while (p && *p && (*p)->addr != addr)
+                p = &(*p)->next;
+        if (!p || !*p)
+                return;
+        struct slot *s = *p;
+        *p = s->next;
+        /* Reused only if no packet ever crossed any of its links: the run
+         * then left no socket, no connection and no counter behind. */
+        uint64_t packets = 1;
+        if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 &&
+            packets == 0) {
+                s->next = n->idle;
+                n->idle = s;
+                n->n_idle++;
+                return;
+        }
+        slot_free(s);
 }
 
 /* ---- DNS ------------------------------------------------------------------- */
@@ -533,6 +606,14 @@ struct net *net_close(struct net *n)
 {
         if (!n)
                 return NULL;
+        for (struct slot *s = n->busy, *next; s; s = next) {
+                next = s->next;
+                slot_free(s);
+        }
+        for (struct slot *s = n->idle, *next; s; s = next) {
+                next = s->next;
+                slot_free(s);
+        }
         if (n->rtnl.nl)
                 wait_links_gone(n);
         if (n->nft) {

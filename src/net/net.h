@@ -3,8 +3,9 @@
  * starts: loopback up, IPv6 off, and an eth0 that is one end of a veth
  * pair whose host end, lbx<address in hex>, carries the gateway address.
  * The host routes and NATs the runs' traffic; an nftables table (egress.h)
- * decides what they may reach. A namespace serves one run and dies with
- * it, so nothing of one run meets the next. */
+ * decides what they may reach. A namespace serves another run only if no
+ * packet ever crossed its links (the run left nothing in it, not even a
+ * counter); else it dies with its run. */
 #pragma once
 
 #include <stdint.h>
@@ -26,14 +27,17 @@ struct net *net_close(struct net *n);
 
 /* The gateway address (host byte order) runs route and resolve through. */
 uint32_t net_gateway(const struct net *n);
-/* A new network namespace for a run, linked and routed: its fd
- * (close-on-exec) in *ret_fd, the run's address (host byte order) in
- * *ret_addr. The caller hands the fd to the run and closes it: the
- * namespace, its link and its route then go away with the run's last
- * process and socket, removed by the kernel in the background (deleting
- * a link in the jailer's loop would block it for tens of ms). 0 or -errno,
- * with err filled. */
+/* A network namespace for a run, linked and routed: a new one, or one a
+ * finished run left untouched. An fd to it (close-on-exec, the caller's
+ * to hand to the run and close) in *ret_fd, the run's address (host byte
+ * order) in *ret_addr. 0 or -errno, with err filled. */
 int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, size_t errlen);
+/* The run of addr is gone (reaped). Its namespace is kept for another run
+ * if no packet ever crossed any of its links (the run left nothing in it,
+ * not even a counter); else it is let go, and its link and route go away
+ * with its last socket, removed by the kernel in the background (deleting
+ * a link in the jailer's loop would block it for tens of ms). */
+void net_run_release(struct net *n, uint32_t addr);
 
 /* The runs' /etc/resolv.conf (malloc'd): the host's search and options
  * lines, and the gateway as the only nameserver. NULL without memory. */

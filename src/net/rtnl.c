@@ -147,6 +147,49 @@ int rtnl_link_delete(struct rtnl *r, const char *name)
         return transact(r, nlh);
 }
 
+static int count_packets(const struct nlmsghdr *nlh, void *data)
+{
+        uint64_t *sum = data;
+        const struct nlattr *a;
+        mnl_attr_for_each(a, nlh, sizeof(struct ifinfomsg))
+        {
+                struct rtnl_link_stats64 st;
+                if (mnl_attr_get_type(a) != IFLA_STATS64 ||
+                    mnl_attr_get_payload_len(a) < sizeof(st))
+                        continue;
+                memcpy(&st, mnl_attr_get_payload(a), sizeof(st));
+                *sum += st.rx_packets + st.tx_packets + st.rx_dropped + st.tx_dropped;
+        }
+        return MNL_CB_OK;
+}
+
+int rtnl_links_packets(struct rtnl *r, uint64_t *ret)
+{
+        char buf[8192];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        nlh->nlmsg_type = RTM_GETLINK;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        nlh->nlmsg_seq = ++r->seq;
+        struct rtgenmsg *g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+        g->rtgen_family = AF_UNSPEC;
+        if (mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len) < 0)
+                return -errno;
+        uint64_t sum = 0;
+        uint32_t seq = nlh->nlmsg_seq;
+        for (;;) {
+                ssize_t n = mnl_socket_recvfrom(r->nl, buf, sizeof(buf));
+                if (n < 0)
+                        return -errno;
+                int cb = mnl_cb_run(buf, (size_t)n, seq, r->portid, count_packets, &sum);
+                if (cb == MNL_CB_ERROR)
+                        return -errno;
+                if (cb == MNL_CB_STOP)
+                        break;
+        }
+        *ret = sum;
+        return 0;
+}
+
 int rtnl_addr_add_peer(struct rtnl *r, int index, uint32_t local, uint32_t peer)
 {
         char buf[RTNL_BUF];

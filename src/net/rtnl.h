@@ -31,6 +31,9 @@ int rtnl_link_ipv4_forwarding(struct rtnl *r, int index, bool on);
 /* No IPv6 link-local address on the link (address generation mode none). */
 int rtnl_link_no_ipv6_address(struct rtnl *r, int index);
 int rtnl_link_delete(struct rtnl *r, const char *name);
+/* Packets every link of the socket's namespace has sent and received, in
+ * all (0: nothing ever crossed any of them, loopback included). */
+int rtnl_links_packets(struct rtnl *r, uint64_t *ret);
 /* local/32 with peer/32 on the link (addresses in host byte order): the
  * kernel adds the route to peer through the link. */
 int rtnl_addr_add_peer(struct rtnl *r, int index, uint32_t local, uint32_t peer);

@@ -231,6 +231,8 @@ static void release_identity(struct jailer *j, struct run *run)
 {
         deps_layer_release(j, run->layer);
         run->layer = NULL;
+        if (run->net_addr)
+                net_run_release(j->net, run->net_addr); /* once: then no longer held */
         if (run->cg) {
                 int r = cgroup_run_destroy(run->cg);
                 if (r < 0) {

@@ -942,3 +942,34 @@ def test_dns_through_a_resolver_on_the_hosts_loopback(lockboxd_factory, lab):
         assert "anything.example" in res.names, res.names
     finally:
         res.close()
+
+
+COUNTERS = """
+    lines = open('/proc/self/net/dev').read().splitlines()[2:]
+    print(sum(int(f) for l in lines for f in l.split(':')[1].split()))
+    print(len(open('/proc/self/net/tcp').read().splitlines()) - 1,
+          len(open('/proc/self/net/udp').read().splitlines()) - 1)
+"""
+
+
+def test_no_run_inherits_anything_of_an_earlier_runs_network(lockboxd_factory, lab):
+    """A namespace is handed to a later run only if no packet ever crossed
+    its links: whatever earlier runs did (public TCP and UDP, loopback
+    traffic, a socket left open), each run starts with every interface
+    counter at zero and no socket in its table."""
+    d = lockboxd_factory(worker_timeout=WORKER_TIMEOUT, max_workers=2,
+                         warm={"python_pool": 2, "nodejs_pool": 0},
+                         **lab_daemon_config(lab))
+    users = [
+        f"print(tcp({nl.PUBLIC!r}, 80).split(':')[0])",
+        f"print(udp({nl.PUBLIC!r}, 7))",
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.connect(s.getsockname())\n"
+        "s.send(b'x' * 1000); print('self')",
+        "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('0.0.0.0', 5353))\n"
+        "print('bound')",
+    ]
+    for i in range(12):
+        out = run(d, users[i % len(users)])
+        assert out and out[0] in ("connected", "answer:echo:ping", "self", "bound"), out
+        for _ in range(3):
+            assert run(d, COUNTERS) == ["0", "0 0"]
