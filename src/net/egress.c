@@ -13,13 +13,13 @@
 #include "net/egress.h"
 
 const char *const egress_reason_names[EGRESS_REASONS] = {
-        [EGRESS_HOST] = "host",
-        [EGRESS_LOOPBACK] = "loopback",
-        [EGRESS_PRIVATE] = "private",
-        [EGRESS_LINK_LOCAL] = "link_local",
-        [EGRESS_MULTICAST] = "multicast",
-        [EGRESS_RUNS] = "runs",
-        [EGRESS_EGRESS_ONLY] = "egress_only",
+    [EGRESS_HOST] = "host",
+    [EGRESS_LOOPBACK] = "loopback",
+    [EGRESS_PRIVATE] = "private",
+    [EGRESS_LINK_LOCAL] = "link_local",
+    [EGRESS_MULTICAST] = "multicast",
+    [EGRESS_RUNS] = "runs",
+    [EGRESS_EGRESS_ONLY] = "egress_only",
 };
 
 /* The default denials, by reason, in the order they are checked. */
@@ -27,10 +27,10 @@ static const struct {
         enum egress_reason reason;
         const char *set;
 } denials[] = {
-        {EGRESS_LOOPBACK, "127.0.0.0/8, 0.0.0.0/8"},
-        {EGRESS_PRIVATE, "10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10"},
-        {EGRESS_LINK_LOCAL, "169.254.0.0/16"},
-        {EGRESS_MULTICAST, "224.0.0.0/4, 240.0.0.0/4"},
+    {EGRESS_LOOPBACK, "127.0.0.0/8, 0.0.0.0/8"},
+    {EGRESS_PRIVATE, "10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10"},
+    {EGRESS_LINK_LOCAL, "169.254.0.0/16"},
+    {EGRESS_MULTICAST, "224.0.0.0/4, 240.0.0.0/4"},
 };
 
 static void prefix_text(const struct netaddr_prefix *p, char *buf, size_t len)
@@ -168,8 +168,8 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                 strbuf_appends(out, "    goto deny_egress_only\n");
         } else {
                 for (size_t i = 0; i < ELEMENTSOF(denials); i++)
-                        strbuf_appendf(out, "    ip daddr { %s } goto deny_%s\n",
-                                       denials[i].set, egress_reason_names[denials[i].reason]);
+                        strbuf_appendf(out, "    ip daddr { %s } goto deny_%s\n", denials[i].set,
+                                       egress_reason_names[denials[i].reason]);
                 strbuf_appends(out, "    accept\n");
         }
         strbuf_appendf(out,
@@ -252,8 +252,7 @@ int egress_counters(struct nft_ctx *nft, const char *table, uint64_t ret[EGRESS_
                 const char *name = json_string_value(json_object_get(c, "name"));
                 for (size_t k = 0; name && k < EGRESS_REASONS; k++)
                         if (strcmp(name, egress_reason_names[k]) == 0)
-                                v[k] = (uint64_t)json_integer_value(
-                                    json_object_get(c, "packets"));
+                                v[k] = (uint64_t)json_integer_value(json_object_get(c, "packets"));
         }
         json_decref(root);
         memcpy(ret, v, sizeof(v));

@@ -28,17 +28,17 @@ enum egress_reason {
 extern const char *const egress_reason_names[EGRESS_REASONS];
 
 struct egress_policy {
-        char table[32];                 /* nftables table name (family inet) */
-        struct netaddr_prefix subnet;   /* the runs' addresses */
-        uint32_t gateway;               /* the host's side, DNS relay */
+        char table[32];               /* nftables table name (family inet) */
+        struct netaddr_prefix subnet; /* the runs' addresses */
+        uint32_t gateway;             /* the host's side, DNS relay */
         const struct netaddr_entry *allow;
         size_t n_allow;
         const struct netaddr_entry *egress_only;
         size_t n_egress_only;
         const struct netaddr_entry *always; /* proxies: open in every mode */
         size_t n_always;
-        bool drop_foreign_forwarding;   /* we turned forwarding on: keep others' off */
-        unsigned log_group;             /* nfnetlink_log group for refusals, 0: none */
+        bool drop_foreign_forwarding; /* we turned forwarding on: keep others' off */
+        unsigned log_group;           /* nfnetlink_log group for refusals, 0: none */
 };
 
 /* The whole table as nft input, replacing any table of that name. */

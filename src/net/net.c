@@ -41,15 +41,15 @@ struct slot {
 
 struct net {
         struct netaddr_prefix subnet;
-        int host_ns;     /* our own network namespace, to come back to */
+        int host_ns;      /* our own network namespace, to come back to */
         struct rtnl rtnl; /* in our namespace */
         struct nft_ctx *nft;
         struct egress_policy policy;
         struct netaddr_entry *entries; /* allow, egress_only, proxies */
-        bool forwarding;      /* held through /proc/sys (forward.h) */
-        bool link_forwarding; /* else turned on link by link, ours included */
-        int nflog;            /* refusals as they happen, or -1 */
-        int *forwarded;       /* links whose forwarding we turned on, to turn off */
+        bool forwarding;               /* held through /proc/sys (forward.h) */
+        bool link_forwarding;          /* else turned on link by link, ours included */
+        int nflog;                     /* refusals as they happen, or -1 */
+        int *forwarded;                /* links whose forwarding we turned on, to turn off */
         size_t n_forwarded;
         uint32_t n_slots;   /* run addresses: subnet minus network, gateway, broadcast */
         uint32_t next_slot; /* handed out round-robin */
@@ -236,8 +236,7 @@ void net_run_release(struct net *n, uint32_t addr)
         /* Reused only if no packet ever crossed any of its links: the run
          * then left no socket, no connection and no counter behind. */
         uint64_t packets = 1;
-        if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 &&
-            packets == 0) {
+        if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 && packets == 0) {
                 s->next = n->idle;
                 n->idle = s;
                 n->n_idle++;
@@ -265,15 +264,17 @@ char *net_resolv_conf_text(const char *host_text, uint32_t gateway)
         char gw[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &a, gw, sizeof(gw));
         strbuf_init(&sb, 0);
-        strbuf_appendf(&sb, "# lockbox: DNS through the gateway, relayed to the host's resolvers\n"
-                            "nameserver %s\n",
+        strbuf_appendf(&sb,
+                       "# lockbox: DNS through the gateway, relayed to the host's resolvers\n"
+                       "nameserver %s\n",
                        gw);
         for (const char *p = host_text ? host_text : ""; *p;) {
                 size_t len = strcspn(p, "\n");
                 static const char *const keep[] = {"search", "domain", "options"};
                 for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
                         size_t k = strlen(keep[i]);
-                        if (len > k && strncmp(p, keep[i], k) == 0 && (p[k] == ' ' || p[k] == '\t')) {
+                        if (len > k && strncmp(p, keep[i], k) == 0 &&
+                            (p[k] == ' ' || p[k] == '\t')) {
                                 strbuf_append(&sb, p, len);
                                 strbuf_appends(&sb, "\n");
                         }
@@ -346,7 +347,9 @@ int net_refused(struct net *n, uint64_t ret[EGRESS_REASONS])
 int net_proxy_entry(const char *url, struct netaddr_entry *ret)
 {
         const char *p = strstr(url, "://");
-        unsigned port = strncmp(url, "https", 5) == 0 ? 443 : strncmp(url, "socks", 5) == 0 ? 1080 : 80;
+        unsigned port = strncmp(url, "https", 5) == 0   ? 443
+                        : strncmp(url, "socks", 5) == 0 ? 1080
+                                                        : 80;
         p = p ? p + 3 : url;
         const char *at = strchr(p, '@'), *end = p + strcspn(p, "/?#");
         if (at && at < end)
@@ -597,8 +600,9 @@ static void wait_links_gone(const struct net *n)
                 usleep(20 * 1000);
         size_t left = links_left(n);
         if (left)
-                log_warn(NULL, "net.links_left", "count=%zu msg=\"the kernel frees them with "
-                                                 "their namespaces\"",
+                log_warn(NULL, "net.links_left",
+                         "count=%zu msg=\"the kernel frees them with "
+                         "their namespaces\"",
                          left);
 }
 

@@ -67,8 +67,9 @@ int nflog_open(uint16_t first, int *ret_fd, uint16_t *ret_group)
                 struct mnl_socket *nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
                 if (!nl)
                         return -errno;
-                int r = mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ? -errno
-                                                                        : bind_group(nl, (uint16_t)g);
+                int r = mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0
+                            ? -errno
+                            : bind_group(nl, (uint16_t)g);
                 if (r == 0) {
                         /* keep the fd, drop libmnl's wrapper around it */
                         int fd = fcntl(mnl_socket_get_fd(nl), F_DUPFD_CLOEXEC, 3);

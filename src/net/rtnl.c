@@ -110,32 +110,43 @@ int rtnl_link_up(struct rtnl *r, int index)
         return transact(r, nlh);
 }
 
+/* RTM_NEWLINK on a link with its IFLA_AF_SPEC nest of family opened (in
+ * nests[0..1]); the caller adds the family's attributes. */
+static struct nlmsghdr *af_request(char *buf, struct rtnl *r, int index, int family,
+                                   struct nlattr *nests[2])
+{
+        struct nlmsghdr *nlh = request(buf, r, RTM_NEWLINK, 0);
+        put_ifinfo(nlh, index, 0);
+        nests[0] = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
+        nests[1] = mnl_attr_nest_start(nlh, (uint16_t)family);
+        return nlh;
+}
+
+static int af_transact(struct rtnl *r, struct nlmsghdr *nlh, struct nlattr *nests[2])
+{
+        mnl_attr_nest_end(nlh, nests[1]);
+        mnl_attr_nest_end(nlh, nests[0]);
+        return transact(r, nlh);
+}
+
 int rtnl_link_ipv4_forwarding(struct rtnl *r, int index, bool on)
 {
         char buf[RTNL_BUF];
-        struct nlmsghdr *nlh = request(buf, r, RTM_NEWLINK, 0);
-        put_ifinfo(nlh, index, 0);
-        struct nlattr *spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
-        struct nlattr *in4 = mnl_attr_nest_start(nlh, AF_INET);
+        struct nlattr *nests[2];
+        struct nlmsghdr *nlh = af_request(buf, r, index, AF_INET, nests);
         struct nlattr *conf = mnl_attr_nest_start(nlh, IFLA_INET_CONF);
         mnl_attr_put_u32(nlh, IPV4_DEVCONF_FORWARDING, on ? 1 : 0);
         mnl_attr_nest_end(nlh, conf);
-        mnl_attr_nest_end(nlh, in4);
-        mnl_attr_nest_end(nlh, spec);
-        return transact(r, nlh);
+        return af_transact(r, nlh, nests);
 }
 
 int rtnl_link_no_ipv6_address(struct rtnl *r, int index)
 {
         char buf[RTNL_BUF];
-        struct nlmsghdr *nlh = request(buf, r, RTM_NEWLINK, 0);
-        put_ifinfo(nlh, index, 0);
-        struct nlattr *spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
-        struct nlattr *in6 = mnl_attr_nest_start(nlh, AF_INET6);
+        struct nlattr *nests[2];
+        struct nlmsghdr *nlh = af_request(buf, r, index, AF_INET6, nests);
         mnl_attr_put_u8(nlh, IFLA_INET6_ADDR_GEN_MODE, IN6_ADDR_GEN_MODE_NONE);
-        mnl_attr_nest_end(nlh, in6);
-        mnl_attr_nest_end(nlh, spec);
-        return transact(r, nlh);
+        return af_transact(r, nlh, nests);
 }
 
 int rtnl_link_delete(struct rtnl *r, const char *name)

@@ -111,9 +111,13 @@ TEST(egress_allow_entries_come_before_the_denials)
 {
         struct netaddr_entry allow[] = {{{0x0ad50702, 32}, 8080}, {{0xc0a80000, 16}, 0}};
         struct netaddr_entry proxy[] = {{{0x0a000009, 32}, 3128}};
-        struct egress_policy p = {.table = "lockbox_1", .subnet = {0x0abf0000, 16},
-                                  .gateway = 0x0abf0001, .allow = allow, .n_allow = 2,
-                                  .always = proxy, .n_always = 1,
+        struct egress_policy p = {.table = "lockbox_1",
+                                  .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001,
+                                  .allow = allow,
+                                  .n_allow = 2,
+                                  .always = proxy,
+                                  .n_always = 1,
                                   .drop_foreign_forwarding = true};
         char *t = ruleset(&p);
         EXPECT_STR_CONTAINS(t, "set allow_port { type ipv4_addr . inet_proto . inet_service; "
@@ -136,9 +140,13 @@ TEST(egress_only_refuses_everything_else)
 {
         struct netaddr_entry only[] = {{{0xcb007107, 32}, 80}};
         struct netaddr_entry allow[] = {{{0x0ad50702, 32}, 8080}};
-        struct egress_policy p = {.table = "lockbox_1", .subnet = {0x0abf0000, 16},
-                                  .gateway = 0x0abf0001, .allow = allow, .n_allow = 1,
-                                  .egress_only = only, .n_egress_only = 1};
+        struct egress_policy p = {.table = "lockbox_1",
+                                  .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001,
+                                  .allow = allow,
+                                  .n_allow = 1,
+                                  .egress_only = only,
+                                  .n_egress_only = 1};
         char *t = ruleset(&p);
         EXPECT_STR_CONTAINS(t, "elements = { 203.0.113.7 . tcp . 80, 203.0.113.7 . udp . 80 }");
         EXPECT_STR_CONTAINS(t, "@egress_only_port accept\n    goto deny_egress_only\n  }");
@@ -150,8 +158,10 @@ TEST(egress_only_refuses_everything_else)
 
 TEST(egress_refusals_are_logged_to_the_group_at_a_bounded_rate)
 {
-        struct egress_policy p = {.table = "lockbox_1", .subnet = {0x0abf0000, 16},
-                                  .gateway = 0x0abf0001, .log_group = 20042};
+        struct egress_policy p = {.table = "lockbox_1",
+                                  .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001,
+                                  .log_group = 20042};
         char *t = ruleset(&p);
         /* the limit is a rule of its own: over it, the next rule still refuses */
         EXPECT_STR_CONTAINS(t, "  chain deny_link_local {\n    counter name link_local\n"
