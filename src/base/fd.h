@@ -4,5 +4,9 @@
 #include <stddef.h>
 
 /* Close every fd from `from` up, except those listed (negative entries
- * are ignored). */
+ * are ignored): with close_range, or where a kernel or a filter refuses
+ * it, one by one (each fd /proc/self/fd lists, else every number below
+ * RLIMIT_NOFILE), so no inherited fd survives unseen. */
 void fd_close_all_except(int from, const int *keep, size_t n);
+/* The same with nothing kept. */
+void fd_close_from(int from);

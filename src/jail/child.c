@@ -170,8 +170,7 @@ static int step_fds(struct child *c)
                 return -errno;
         /* Everything else goes: only 0-3, the sync socket and the report
          * pipe stay. */
-        if (syscall(SYS_close_range, report >= 0 ? REPORT_FD + 1 : SYNC_FD + 1, ~0U, 0) < 0)
-                return -errno;
+        fd_close_from(report >= 0 ? REPORT_FD + 1 : SYNC_FD + 1);
         return 0;
 }
 

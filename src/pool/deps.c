@@ -430,7 +430,7 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
             setresuid(d->uid, d->uid, d->uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
             prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || chdir(staging) < 0)
                 _exit(126);
-        syscall(SYS_close_range, 3, ~0U, 0);
+        fd_close_from(3);
         execve(argv[0], argv, envp);
         _exit(127);
 }

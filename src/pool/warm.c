@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/fd.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -375,7 +376,7 @@ static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, ch
         if (null < 0 || a < 0 || b < 0 || c < 0 || dup2(null, 0) < 0 || dup2(a, 3) < 0 ||
             dup2(b, 4) < 0 || dup2(c, 5) < 0)
                 _exit(127);
-        syscall(SYS_close_range, 6, ~0U, 0);
+        fd_close_from(6);
         /* Root, no credential change: the signal survives the exec. */
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         execve(argv[0], argv, j->env[0]);
