@@ -33,6 +33,7 @@
 #include "config/config.h"
 #include "http/server.h"
 #include "jail/policy.h"
+#include "jail/uidclaim.h"
 #include "net/net.h"
 #include "pool/jailer.h"
 
@@ -275,20 +276,10 @@ static void raise_fd_limit(void)
         }
 }
 
-int daemon_main(const struct config *cfg, char *err, size_t errlen)
+/* Everything after the UID range is ours: listeners, the jailer, the HTTP
+ * process; the exit code. */
+static int serve_claimed(const struct config *cfg, char *err, size_t errlen)
 {
-        if (geteuid() != 0) {
-                snprintf(err, errlen, "must run as root: it creates namespaces and cgroups "
-                                      "and switches runs to sandbox UIDs");
-                return 1;
-        }
-        if (check_capabilities(err, errlen) < 0 || probe_namespaces(err, errlen) < 0)
-                return 1;
-        warn_public_key(cfg);
-        raise_fd_limit();
-        /* a log reader that went away (stderr a closed pipe) must not kill
-         * the jailer; every child resets this before it execs */
-        signal(SIGPIPE, SIG_IGN);
         uid_t uid;
         gid_t gid;
         _cleanup_close_ int lfd = -1, mfd = -1;
@@ -335,5 +326,26 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
         close(sv[0]);
         safe_close(lv[0]);
         jailer_free(j);
+        return code;
+}
+
+int daemon_main(const struct config *cfg, char *err, size_t errlen)
+{
+        if (geteuid() != 0) {
+                snprintf(err, errlen, "must run as root: it creates namespaces and cgroups "
+                                      "and switches runs to sandbox UIDs");
+                return 1;
+        }
+        if (check_capabilities(err, errlen) < 0 || probe_namespaces(err, errlen) < 0)
+                return 1;
+        warn_public_key(cfg);
+        raise_fd_limit();
+        /* a log reader that went away (stderr a closed pipe) must not kill
+         * the jailer; every child resets this before it execs */
+        signal(SIGPIPE, SIG_IGN);
+        if (uidclaim_take((uid_t)cfg->uid_min, (uid_t)cfg->uid_max, err, errlen) < 0)
+                return 1;
+        int code = serve_claimed(cfg, err, errlen);
+        uidclaim_drop();
         return code;
 }

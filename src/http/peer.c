@@ -15,16 +15,28 @@
 
 #include "base/util.h"
 
-#define MAX_LOCAL 64
-
 /* The host's own addresses, refreshed every few seconds: only a peer with
- * one of them can be a process of this host (hence maybe a run). */
+ * one of them can be a process of this host (hence maybe a run). As many
+ * as the host has: a list cut short would leave some out of the check. */
 static struct {
         pthread_mutex_t lock;
         time_t when;
-        size_t n;
-        struct in6_addr addr[MAX_LOCAL]; /* IPv4 as v4-mapped */
+        size_t n, cap;
+        struct in6_addr *addr; /* IPv4 as v4-mapped */
 } local = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct in6_addr *local_add(void)
+{
+        if (local.n == local.cap) {
+                size_t cap = local.cap ? 2 * local.cap : 16;
+                struct in6_addr *a = realloc(local.addr, cap * sizeof(*a));
+                if (!a)
+                        return NULL;
+                local.addr = a;
+                local.cap = cap;
+        }
+        return &local.addr[local.n++];
+}
 
 static void to_mapped(const struct in_addr *a4, struct in6_addr *ret)
 {
@@ -39,14 +51,14 @@ static void refresh_local(void)
         local.n = 0;
         if (getifaddrs(&ifs) < 0)
                 return;
-        for (struct ifaddrs *i = ifs; i && local.n < MAX_LOCAL; i = i->ifa_next) {
-                if (!i->ifa_addr)
-                        continue;
-                if (i->ifa_addr->sa_family == AF_INET)
-                        to_mapped(&((struct sockaddr_in *)i->ifa_addr)->sin_addr,
-                                  &local.addr[local.n++]);
-                else if (i->ifa_addr->sa_family == AF_INET6)
-                        local.addr[local.n++] = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+                int family = i->ifa_addr ? i->ifa_addr->sa_family : AF_UNSPEC;
+                struct in6_addr *slot =
+                    family == AF_INET || family == AF_INET6 ? local_add() : NULL;
+                if (slot && family == AF_INET)
+                        to_mapped(&((struct sockaddr_in *)i->ifa_addr)->sin_addr, slot);
+                else if (slot)
+                        *slot = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
         }
         freeifaddrs(ifs);
 }

@@ -111,6 +111,7 @@ struct jailer {
         struct seccomp_notif *notif;
         struct seccomp_notif_resp *resp;
         bool stopping, http_gone;
+        bool ctrl_closed; /* the HTTP process sent what is off the menu */
         int exit_code;
         struct timespec stop_deadline;
 };

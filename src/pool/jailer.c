@@ -322,6 +322,21 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
         safe_close(chan);
 }
 
+/* A message off the menu: the HTTP process is broken or not ours any
+ * more. Close its channel (kill it: it has no other) and let the usual
+ * way out follow, every run killed and exit 1 for the supervisor. */
+static void distrust_http(struct jailer *j, const char *why, int *fds, size_t nf)
+{
+        for (size_t i = 0; i < nf; i++)
+                safe_close(fds[i]);
+        log_error(NULL, "ipc.bad_message", "error=%s effect=\"the HTTP process is killed\"",
+                  log_q(why));
+        jailer_unwatch(j, j->ctrl);
+        j->ctrl_closed = true;
+        if (j->http_pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, j->http_pidfd, SIGKILL, NULL, 0);
+}
+
 static void on_run_msg(struct jailer *j)
 {
         struct proto_run m;
@@ -329,10 +344,7 @@ static void on_run_msg(struct jailer *j)
         size_t nf = 0;
         int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 1, &nf);
         if (r <= 0 || !run_msg_valid(&m, fds, nf)) {
-                log_warn(NULL, "ipc.bad_message", "error=%s",
-                         log_q(r < 0 ? strerror(-r) : "invalid RUN"));
-                for (size_t i = 0; i < nf; i++)
-                        safe_close(fds[i]);
+                distrust_http(j, r < 0 ? strerror(-r) : "invalid RUN", fds, nf);
                 return;
         }
         m.trace_id[PROTO_TRACE_LEN] = '\0';
@@ -347,16 +359,14 @@ static void on_deps_msg(struct jailer *j)
         size_t nf = 0;
         int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 1, &nf);
         if (r <= 0 || nf != 1 || m.hdr.magic != PROTO_MAGIC || !fd_is(fds[0], S_IFSOCK)) {
-                log_warn(NULL, "ipc.bad_message", "error=\"invalid DEPS\"");
-                for (size_t i = 0; i < nf; i++)
-                        safe_close(fds[i]);
+                distrust_http(j, "invalid DEPS", fds, nf);
                 return;
         }
         deps_request(j, fds[0]);
 }
 
-/* The menu: RUN and DEPS, told apart by the header; anything else is read
- * and dropped (its fds closed). */
+/* The menu: RUN and DEPS, told apart by the header; anything else ends the
+ * HTTP process (distrust_http). */
 static void on_ctrl(struct jailer *j)
 {
         for (;;) {
@@ -371,7 +381,9 @@ static void on_ctrl(struct jailer *j)
                 if (n == (ssize_t)sizeof(h) && h.magic == PROTO_MAGIC && h.type == PROTO_DEPS)
                         on_deps_msg(j);
                 else
-                        on_run_msg(j); /* validates, and drops what is not a RUN */
+                        on_run_msg(j); /* validates: what is not a RUN ends it */
+                if (j->ctrl_closed)
+                        return;
         }
 }
 

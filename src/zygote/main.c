@@ -21,6 +21,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -48,6 +50,9 @@ struct args {
 };
 
 static struct policy_prog filters[2];
+/* Our /proc/self/task, opened before the jail's root hides the host's
+ * /proc: a fork is only safe while it holds one entry. */
+static int task_dir = -1;
 /* The bootstrap, compiled once here rather than in every child (a
  * compile in the child cost ~1 ms of CPU, most of it copy-on-write
  * faults). */
@@ -293,6 +298,33 @@ static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spa
         return s;
 }
 
+/* Threads of this process, from its task directory; -1 if unknown. */
+static int count_threads(void)
+{
+        char buf[4096];
+        int n = 0;
+        if (task_dir < 0 || lseek(task_dir, 0, SEEK_SET) < 0)
+                return -1;
+        for (;;) {
+                long got = syscall(SYS_getdents64, task_dir, buf, sizeof(buf));
+                if (got < 0)
+                        return -1;
+                if (got == 0)
+                        return n;
+                for (long off = 0; off < got;) {
+                        struct {
+                                uint64_t ino;
+                                int64_t off;
+                                unsigned short reclen;
+                                unsigned char type;
+                                char name[];
+                        } *d = (void *)(buf + off);
+                        n += d->name[0] != '.';
+                        off += d->reclen;
+                }
+        }
+}
+
 static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, size_t nf)
 {
         char err[200] = "";
@@ -303,6 +335,12 @@ static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, 
                       m->netns_fd) {
                 struct jail_spec s = spawn_spec(a, m, fds, nf);
                 struct jail_started st;
+                if (count_threads() != 1) {
+                        /* a thread (a preloaded module's?) would be half a
+                         * process in the child: never fork like this */
+                        log_error(NULL, "zygote.threads", "count=%d", count_threads());
+                        _exit(1);
+                }
                 PyOS_BeforeFork();
                 r = jail_start(&s, true, &st, err, sizeof(err));
                 if (r == 1)
@@ -347,6 +385,9 @@ static int setup(const struct args *a)
         int r;
         if ((r = load_filter(4, &filters[0])) < 0 || (r = load_filter(5, &filters[1])) < 0)
                 return r;
+        task_dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (task_dir < 0)
+                return -errno;
         if ((r = jail_root_build(a->ro, a->n_ro, a->hostname, a->resolv_conf)) < 0 || (r = jail_root_enter()) < 0 ||
             chdir("/") < 0)
                 return r < 0 ? r : -errno;

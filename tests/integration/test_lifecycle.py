@@ -301,3 +301,39 @@ def test_clean_start_logs_no_warnings(lockboxd_factory):
     d.assert_serving()
     warns = [l for l in d.log.splitlines() if "level=warn" in l or "level=error" in l]
     assert not warns, warns
+
+
+def test_a_message_off_the_menu_ends_the_http_process(lockboxd_factory):
+    """The jailer serves a closed menu on its control channel: a message that
+    is not on it means the HTTP process is broken or not ours any more. The
+    jailer kills it, kills every run and exits 1 (for the supervisor to
+    restart it clean). The message is planted from outside: a copy of the
+    HTTP process's end of the channel (pidfd_getfd), as a hijacked HTTP
+    process would send it."""
+    import ctypes
+    from conftest import children_of, proc_status
+    d = lockboxd_factory()
+    http = [k for k in children_of(d.pid) if (proc_status(k) or {}).get("Name") == "lockboxd"][0]
+    # its SEQPACKET unix sockets: the control channel (no log file, no run now)
+    seqpacket = set()
+    with open("/proc/net/unix") as f:
+        for line in f.read().splitlines()[1:]:
+            parts = line.split()
+            if parts[4] == "0005":
+                seqpacket.add(parts[6])
+    ctrl = [int(fd) for fd in os.listdir(f"/proc/{http}/fd")
+            if os.readlink(f"/proc/{http}/fd/{fd}").removeprefix("socket:[").rstrip("]")
+            in seqpacket]
+    assert len(ctrl) == 1, ctrl
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(http)
+    fd = libc.syscall(438, pidfd, ctrl[0], 0)  # pidfd_getfd
+    assert fd >= 0, ctypes.get_errno()
+    os.close(pidfd)
+    os.write(fd, b"\x00" * 64)  # no magic, no type, no fd
+    os.close(fd)
+    d.stopped = True  # it stops by itself
+    assert d.proc.wait(scaled(20)) == 1, d.log[-3000:]
+    d.log_file.close()
+    assert "event=ipc.bad_message" in d.log and "the HTTP process is killed" in d.log, d.log
+    assert not processes_in_uid_range(d.uid_min, d.uid_max)

@@ -120,3 +120,37 @@ def test_config_disabled_network_plain_runs_work(nonet_daemon):
     assert d["stdout"] == "fine\n"
     d = nonet_daemon.run_data(NETNS_PROBE, enable_network=True)
     assert d["stdout"] == "['lo']\n", d
+
+
+def test_host_mode_runs_cannot_use_the_daemon_from_any_address_of_the_host(lockboxd_factory):
+    """In host mode a run reaches lockboxd's port on every address of the
+    host; the daemon closes connections that a sandbox UID opened, whatever
+    that address. Here a bridge of the test's gives the host 80 more
+    addresses (a list of the host's addresses with a fixed size, 64, left
+    the last ones out of that check)."""
+    import os
+    import subprocess
+    link = f"lbtbr{os.getpid() % 100000}"
+    addrs = [f"198.18.100.{i}" for i in range(1, 81)]
+    subprocess.run(["ip", "link", "add", link, "type", "bridge"], check=True)
+    try:
+        for a in addrs:
+            subprocess.run(["ip", "addr", "add", f"{a}/32", "dev", link], check=True)
+        subprocess.run(["ip", "link", "set", link, "up"], check=True)
+        d = lockboxd_factory(network={"mode": "host"}, server={"listen": "0.0.0.0"})
+        data = d.run_data(textwrap.dedent(f"""
+            import socket
+            for host in ("{addrs[0]}", "{addrs[-1]}"):
+                s = socket.create_connection((host, {d.port}), timeout=5)
+                s.sendall(b"GET /health HTTP/1.0\\r\\n\\r\\n")
+                s.settimeout(5)
+                try:
+                    print(host, s.recv(100)[:12] or b"closed")
+                except OSError as e:
+                    print(host, type(e).__name__)
+        """), enable_network=True)
+        lines = data["stdout"].splitlines()
+        assert [l.split()[0] for l in lines] == [addrs[0], addrs[-1]], data
+        assert all(l.split()[1] in ("b'closed'", "ConnectionResetError") for l in lines), data
+    finally:
+        subprocess.run(["ip", "link", "del", link])

@@ -387,3 +387,20 @@ def test_warns_about_the_public_key_beyond_loopback(lockboxd_factory):
     assert "anyone who reaches port" in d.log
     d2 = lockboxd_factory(app={"key": "dify-sandbox"})  # the fixture's 127.0.0.1
     assert "security.default_key" not in d2.log
+
+
+def test_refuses_a_uid_range_another_daemon_holds(lockboxd_factory, tmp_path):
+    """Two daemons on one host must not hand out the same UIDs: the second
+    one, whose range overlaps the first's, refuses to start and says whose
+    range it is; the first keeps serving."""
+    a = lockboxd_factory()
+    lo, hi = a.uid_min + 50, a.uid_min + 149
+    cfg = write_config(tmp_path, f"app:\n  port: {free_port()}\nserver:\n  listen: 127.0.0.1\n"
+                                 f"jail:\n  uid_min: {lo}\n  uid_max: {hi}\n")
+    rc, err = start_fails(["--config", cfg])
+    assert rc == 1
+    assert err.strip().splitlines() == [
+        f"lockboxd: jail.uid_min..jail.uid_max {lo}-{hi} overlaps {a.uid_min}-{a.uid_max} of "
+        f"the lockboxd running as pid {a.pid}: give every lockboxd on a host a range of its "
+        "own"], err
+    assert a.run_data("print('still here')")["stdout"] == "still here\n"
