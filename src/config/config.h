@@ -36,6 +36,7 @@ struct config {
         char *user;              /* server.user: unprivileged account for the HTTP process */
         int connection_timeout;  /* server.connection_timeout, seconds idle */
         int max_connections;     /* server.max_connections */
+        int max_connections_per_ip; /* server.max_connections_per_ip */
         char *log_format;        /* server.log_format: "logfmt" or "json" */
         bool metrics;            /* server.metrics: serve GET /metrics */
         char *metrics_listen;    /* server.metrics_listen: "ADDR:PORT", "" = the API's */

@@ -276,6 +276,9 @@ const struct schema_row schema_rows[] = {
             "Seconds an idle client connection is kept."),
         INT("server.max_connections", max_connections, "256", 4, 10000, NULL,
             "Client connections served at once."),
+        INT("server.max_connections_per_ip", max_connections_per_ip, "128", 1, 10000, NULL,
+            "Client connections one IP address may hold at once (more are closed at accept), "
+            "so one client cannot take every connection; at most server.max_connections."),
         STR("server.log_format", log_format, "logfmt", check_log_format, "LOG_FORMAT",
             "Log line format: logfmt (key=value) or json (one object per line)."),
         BOOL("server.metrics", metrics, "true", NULL,

@@ -28,22 +28,36 @@
 #include "http/result.h"
 #include "http/routes.h"
 
+/* What a route's body may hold: none, a small JSON object, or up to
+ * server.max_body_bytes. Nothing of a body is kept before the route and
+ * the key (from the headers) have been checked. */
+enum body_kind { BODY_NONE, BODY_SMALL, BODY_CONFIGURED };
+#define BODY_SMALL_BYTES 4096
+
 struct route {
         const char *method;
         const char *path;
         bool auth;
+        enum body_kind body;
         struct http_reply (*handle)(struct http_state *st, const struct http_call *c);
 };
 
 static const struct route routes[] = {
-        {"GET", "/health", false, route_health},
-        {"GET", "/ready", false, route_ready},
-        {"GET", "/metrics", false, route_metrics},
-        {"POST", "/v1/sandbox/run", true, route_run},
-        {"GET", "/v1/sandbox/dependencies", true, route_deps_list},
-        {"POST", "/v1/sandbox/dependencies/update", true, route_deps_update},
-        {"GET", "/v1/sandbox/dependencies/refresh", true, route_deps_refresh},
+        {"GET", "/health", false, BODY_NONE, route_health},
+        {"GET", "/ready", false, BODY_NONE, route_ready},
+        {"GET", "/metrics", false, BODY_NONE, route_metrics},
+        {"POST", "/v1/sandbox/run", true, BODY_CONFIGURED, route_run},
+        {"GET", "/v1/sandbox/dependencies", true, BODY_NONE, route_deps_list},
+        {"POST", "/v1/sandbox/dependencies/update", true, BODY_SMALL, route_deps_update},
+        {"GET", "/v1/sandbox/dependencies/refresh", true, BODY_NONE, route_deps_refresh},
 };
+
+static size_t body_limit(const struct config *cfg, const struct route *r)
+{
+        return r->body == BODY_NONE    ? 0
+               : r->body == BODY_SMALL ? BODY_SMALL_BYTES
+                                       : (size_t)cfg->max_body_bytes;
+}
 
 /* One libmicrohttpd daemon: the API's, or the metrics-only one of
  * server.metrics_listen. */
@@ -123,9 +137,12 @@ static const struct route *find_route(const struct listener *l, const char *meth
         return NULL;
 }
 
-/* Headers are capped here, with a JSON answer, well below the 1 MiB
- * per-connection pool where libmicrohttpd would refuse them itself. */
+/* Headers are capped here, with a JSON answer, below the per-connection
+ * pool where libmicrohttpd would refuse them itself; the pool bounds what
+ * any connection, with a key or without, makes the server hold besides a
+ * body its route accepts. */
 #define HEADERS_MAX (64 * 1024)
+#define CONNECTION_MEMORY (256 * 1024)
 
 static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
                                        const char *value)
@@ -149,11 +166,14 @@ static int64_t ms_since(const struct timespec *t)
         return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
-static struct http_reply too_large(const struct config *cfg)
+static struct http_reply too_large(const struct config *cfg, const struct route *r)
 {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "request body larger than %lld bytes",
-                 (long long)cfg->max_body_bytes);
+        char msg[128];
+        if (r->body == BODY_NONE)
+                snprintf(msg, sizeof(msg), "%s %s takes no request body", r->method, r->path);
+        else
+                snprintf(msg, sizeof(msg), "request body larger than %zu bytes",
+                         body_limit(cfg, r));
         return (struct http_reply){.status = 413, .body = result_error_json(-413, msg)};
 }
 
@@ -188,8 +208,9 @@ static enum MHD_Result first_call(const struct listener *l, struct MHD_Connectio
                                                                     "(X-Api-Key header)")},
                                   false);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > (unsigned long long)st->cfg->max_body_bytes)
-                return send_reply(conn, rq, too_large(st->cfg), true);
+        if (cl && strtoull(cl, NULL, 10) > body_limit(st->cfg, rq->route))
+                return send_reply(conn, rq, too_large(st->cfg, rq->route), true);
+        strbuf_init(&rq->body, body_limit(st->cfg, rq->route));
         return MHD_YES;
 }
 
@@ -202,7 +223,7 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
         atomic_fetch_add(&st->active, 1);
         rq->counted = true;
         if (rq->too_large)
-                return send_reply(conn, rq, too_large(st->cfg), true);
+                return send_reply(conn, rq, too_large(st->cfg, rq->route), true);
         if (atomic_load(&st->stopping))
                 return send_reply(conn, rq,
                                   (struct http_reply){.status = 503, .body = result_error_json(
@@ -237,7 +258,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return MHD_NO;
                 *req_cls = rq;
                 clock_gettime(CLOCK_MONOTONIC, &rq->start);
-                strbuf_init(&rq->body, (size_t)st->cfg->max_body_bytes);
                 trace_from_header(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                               "traceparent"),
                                   &rq->trace);
@@ -248,7 +268,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return MHD_YES;
         }
         if (*upload_data_size) {
-                if (!rq->too_large && strbuf_append(&rq->body, upload_data, *upload_data_size) < 0) {
+                /* (a strbuf limit of 0 means none: a route without a body
+                 * refuses its first byte itself) */
+                if (!rq->too_large &&
+                    (rq->route->body == BODY_NONE ||
+                     strbuf_append(&rq->body, upload_data, *upload_data_size) < 0)) {
                         rq->too_large = true;
                         strbuf_free(&rq->body);
                 }
@@ -311,8 +335,9 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
                 flags, 0, on_accept, l, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                 MHD_OPTION_LISTEN_SOCKET, listen_fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1024 * 1024,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_END);
 }

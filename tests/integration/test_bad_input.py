@@ -413,3 +413,96 @@ def test_stalled_clients_are_dropped_after_connection_timeout(lockboxd_factory):
         for s in stalled:
             s.close()
     d.assert_serving()
+
+
+# ------------------------------------------- what clients without the key hold
+
+def http_rss(daemon):
+    from conftest import children_of, proc_status
+    kid = [k for k in children_of(daemon.pid) if (proc_status(k) or {}).get("Name") == "lockboxd"][0]
+    return int(proc_status(kid)["VmRSS"].split()[0]) * 1024
+
+
+@pytest.mark.parametrize("path", ["/health", "/ready", "/metrics"])
+def test_routes_without_a_body_refuse_one(daemon, path):
+    """No key is needed on these routes, so none of them may make the
+    server hold a body: a declared one is refused before it is read."""
+    status, _, body = raw_exchange(
+        daemon.port, (f"GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 15000000\r\n"
+                      "Connection: close\r\n\r\n").encode() + b"x" * 65536, send_in_thread=True)
+    assert status == 413, (status, body[:200])
+    assert json.loads(body) == {"code": -413, "data": None,
+                                "message": f"GET {path} takes no request body"}
+    daemon.assert_serving()
+
+
+def test_unauthenticated_bodies_are_not_buffered(daemon):
+    """Six clients without a key each stream 15 MB of chunked body to
+    /health (no length declared): the HTTP process reads and drops it; it
+    grew by 86-112 MiB when it kept them."""
+    before = http_rss(daemon)
+    chunk = b"%x\r\n%s\r\n" % (1 << 20, b"y" * (1 << 20))
+
+    def client(res, i):
+        s = socket.create_connection(("127.0.0.1", daemon.port), timeout=scaled(30))
+        try:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for _ in range(15):
+                s.sendall(chunk)
+            s.sendall(b"0\r\n\r\n")
+            res[i] = s.recv(4096)
+        except OSError as e:
+            res[i] = repr(e).encode()
+        finally:
+            s.close()
+    res = [b""] * 6
+    ts = [threading.Thread(target=client, args=(res, i)) for i in range(6)]
+    for t in ts:
+        t.start()
+    peak = before
+    while any(t.is_alive() for t in ts):
+        peak = max(peak, http_rss(daemon))
+        time.sleep(0.01)
+    for r in res:
+        assert r.startswith(b"HTTP/1.1 413") or b"Reset" in r or b"Broken" in r or r == b"", r[:200]
+    assert peak - before < 16 << 20, f"HTTP process grew by {(peak - before) >> 20} MiB"
+    daemon.assert_serving()
+
+
+def test_dependencies_update_takes_only_a_small_body(daemon):
+    r = daemon.post("/v1/sandbox/dependencies/update",
+                    data=json.dumps({"language": "python3", "pad": "x" * 10000}),
+                    headers={"Content-Type": "application/json"})
+    assert r.status_code == 413, r.text
+    assert r.json() == {"code": -413, "data": None,
+                        "message": "request body larger than 4096 bytes"}
+
+
+def test_one_address_cannot_take_every_connection(lockboxd_factory):
+    """server.max_connections_per_ip: idle connections from one address
+    (here 127.0.0.2) beyond it are closed at accept, and a client on
+    another address is served."""
+    d = lockboxd_factory(server={"max_connections_per_ip": 4})
+    held = []
+    try:
+        for _ in range(4):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", d.port))
+            held.append(s)
+        s = socket.socket()
+        s.bind(("127.0.0.2", 0))
+        s.settimeout(scaled(5))
+        s.connect(("127.0.0.1", d.port))
+        held.append(s)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            got = s.recv(100)
+        except ConnectionResetError:
+            got = b""
+        assert got == b"", got  # closed at accept: no answer
+        r = d.new_session().get(d.url("/health"), timeout=scaled(5))
+        assert (r.status_code, r.text) == (200, '"ok"')
+    finally:
+        for s in held:
+            s.close()
