@@ -47,6 +47,7 @@ struct watch {
 };
 
 struct pool;
+struct pending;
 
 struct lang_slot {
         struct runtime *rt;
@@ -108,6 +109,8 @@ struct jailer {
         struct watch w_ctrl, w_sig, w_http, w_tick, w_net;
         struct run *runs;
         unsigned n_active; /* runs that hold a request: <= max_workers */
+        unsigned n_dying;  /* runs answered at their exit report, not yet reaped */
+        struct pending *pending, *pending_tail; /* RUNs waiting for a dying run */
         struct seccomp_notif *notif;
         struct seccomp_notif_resp *resp;
         bool stopping, http_gone;

@@ -297,12 +297,58 @@ static void start_run(struct jailer *j, struct lang_slot *slot, struct proto_run
         safe_close(chan);
 }
 
+/* A RUN whose worker slot a run answered early still holds: its process
+ * is dying (SIGKILLed, the kernel tearing it down, ~1.5 ms for a copy of
+ * the zygote). Started once that one is reaped, so no more than
+ * max_workers runs, each up to limits.memory, ever live at once. */
+struct pending {
+        struct pending *next;
+        struct proto_run m;
+        int chan;
+};
+
+static void serve(struct jailer *j, struct proto_run *m, int chan);
+
+static bool wait_for_dying(struct jailer *j, struct proto_run *m, int chan)
+{
+        if (j->stopping || j->n_active + j->n_dying < (unsigned)j->cfg->max_workers ||
+            j->n_active >= (unsigned)j->cfg->max_workers)
+                return false;
+        struct pending *p = calloc(1, sizeof(*p));
+        if (!p)
+                return false;
+        *p = (struct pending){.m = *m, .chan = chan};
+        if (j->pending_tail)
+                j->pending_tail->next = p;
+        else
+                j->pending = p;
+        j->pending_tail = p;
+        return true;
+}
+
+/* After each event batch: the RUNs that waited for a dying run, in order,
+ * as slots come free (or refused, when stopping). */
+static void serve_pending(struct jailer *j)
+{
+        while (j->pending &&
+               (j->stopping || j->n_active + j->n_dying < (unsigned)j->cfg->max_workers)) {
+                struct pending *p = j->pending;
+                j->pending = p->next;
+                if (!j->pending)
+                        j->pending_tail = NULL;
+                serve(j, &p->m, p->chan);
+                free(p);
+        }
+}
+
 /* Refuse what cannot be served, else start it. chan is consumed. */
 static void serve(struct jailer *j, struct proto_run *m, int chan)
 {
         struct lang_slot *slot = &j->langs[m->language];
         char msg[320] = "";
         enum run_status refusal = RUN_STATUS_INTERNAL;
+        if (wait_for_dying(j, m, chan))
+                return;
         if (j->stopping || j->n_active >= (unsigned)j->cfg->max_workers) {
                 refusal = RUN_STATUS_BUSY;
                 snprintf(msg, sizeof(msg), "%s", j->stopping ? "server is shutting down" : "");
@@ -699,9 +745,12 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
                 for (int i = 0; i < n; i++)
                         dispatch(j, &evs[i]);
                 sweep(j);
+                serve_pending(j);
                 warm_refill(j);
                 warm_publish(j);
         }
+        j->stopping = true;
+        serve_pending(j); /* refused: none may be left unanswered */
         reap_all_children();
         log_info(NULL, "jailer.stopped", "exit_code=%d", j->exit_code);
         return j->exit_code;

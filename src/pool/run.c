@@ -563,8 +563,12 @@ static void answer_early(struct jailer *j, struct run *run)
         }
         answer(j, run, run->reported << 8, &ru, false);
         run->answered = true;
-        if (run->counted)
-                j->n_active--; /* its worker slot is free: the HTTP side may send the next */
+        if (run->counted) {
+                /* its worker slot is free: the HTTP side may send the next,
+                 * which waits (jailer.c) until this one is gone */
+                j->n_active--;
+                j->n_dying++;
+        }
         run->counted = false;
 }
 
@@ -622,8 +626,10 @@ void run_on_exit(struct jailer *j, struct run *run)
         struct rusage ru = {0};
         if (run->pid > 0 && RETRY_EINTR(wait4(run->pid, &status, WNOHANG, &ru)) == 0)
                 return; /* not yet */
-        if (run->answered)
+        if (run->answered) {
                 release_identity(j, run);
+                j->n_dying--;
+        }
         else if (run->state == RUN_ACTIVE)
                 answer(j, run, status, &ru, true);
         else

@@ -174,3 +174,33 @@ def test_uids_are_recycled_after_every_kind_of_ending(lockboxd_factory):
         seen.add(int(data["stdout"]))
     assert seen <= {d.uid_min, d.uid_min + 1}, seen
     d.assert_idle()
+
+
+def test_no_more_runs_alive_than_max_workers(lockboxd_factory):
+    """A run answered at its exit report frees its worker slot while the
+    kernel still tears its process down (with 300 MB that takes a while):
+    the next run waits for it, so no more than max_workers runs, each up
+    to limits.memory, are ever alive at once."""
+    import threading
+    import time
+    from conftest import processes_in_uid_range
+    d = lockboxd_factory(warm={"mode": "cold"}, max_workers=1, max_requests=10)
+    code = "x = bytearray(300 * 1024 * 1024)\nfor i in range(0, len(x), 4096): x[i] = 1\nprint('ok')"
+    stop = time.monotonic() + 4
+    most, errors = 0, []
+
+    def client():
+        s = d.new_session()
+        while time.monotonic() < stop:
+            r = d.run(code, session=s)
+            if r["data"] is None or r["data"]["stdout"] != "ok\n":
+                errors.append(r)
+    ts = [threading.Thread(target=client) for _ in range(2)]
+    for t in ts:
+        t.start()
+    while any(t.is_alive() for t in ts):
+        most = max(most, len({p for p, _, _ in processes_in_uid_range(d.uid_min, d.uid_max)}))
+    for t in ts:
+        t.join()
+    assert not errors, errors[:2]
+    assert most == 1, f"{most} runs alive at once with max_workers 1"
