@@ -37,6 +37,9 @@ struct zygote_spawn {
         uint32_t report_fd;
         uint32_t netns_fd;
         struct jail_limits limits;
+        /* network runs: what their environment adds to the zygote's (the
+         * proxy variables), NUL-separated NAME=value entries; else empty */
+        char net_env[2048];
 };
 
 /* zygote -> jailer: READY (pid, error unused) or SPAWNED. */

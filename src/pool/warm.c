@@ -321,12 +321,16 @@ static int filter_memfd(const struct policy_prog *p)
         return fd;
 }
 
-/* argv of lockbox-pyzygote: everything it needs, nothing secret. */
+/* The settings of lockbox-pyzygote, as the options it parses: everything
+ * it needs, nothing secret (the proxy settings a network run gets come
+ * with each SPAWN of such a run, never before). They reach it in a memfd
+ * (fd 6), not in its argv: warm runs are its forks and could read that in
+ * /proc/self/cmdline. */
 static char **zygote_argv(struct jailer *j)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = j->langs[LANG_PYTHON3].rt;
-        size_t n = 11 + 2 * (rt->n_ro_paths + c->n_python_preload + 4);
+        size_t n = 11 + 2 * (rt->n_ro_paths + c->n_python_preload);
         char **argv = calloc(n, sizeof(char *));
         size_t k = 0;
         if (!argv)
@@ -350,21 +354,46 @@ static char **zygote_argv(struct jailer *j)
                 argv[k++] = (char *)"--preload";
                 argv[k++] = c->python_preload[i];
         }
-        /* what a network run's environment adds to the zygote's own */
+        return argv;
+}
+
+/* argv[1..] as NUL-terminated strings in a memfd, read from the start. */
+static int args_memfd(char **argv)
+{
+        int fd = memfd_create("lockbox-zygote-args", MFD_CLOEXEC);
+        for (size_t i = 1; fd >= 0 && argv[i]; i++) {
+                size_t len = strlen(argv[i]) + 1;
+                if (write(fd, argv[i], len) != (ssize_t)len)
+                        fd = safe_close(fd);
+        }
+        return fd;
+}
+
+/* What a network run's environment adds to the zygote's own, as
+ * NUL-separated "NAME=value" entries for its SPAWN; 0 or -E2BIG. */
+static int net_env_block(struct jailer *j, char *out, size_t size)
+{
+        size_t used = 0;
+        memset(out, 0, size);
         for (char **e = j->env[1]; *e; e++) {
                 bool in_base = false;
                 for (char **b = j->env[0]; *b; b++)
                         in_base |= strcmp(*b, *e) == 0;
-                if (!in_base && k + 2 < n) {
-                        argv[k++] = (char *)"--net-env";
-                        argv[k++] = *e;
-                }
+                size_t len = strlen(*e) + 1;
+                if (in_base)
+                        continue;
+                if (used + len >= size)
+                        return -E2BIG;
+                memcpy(out + used, *e, len);
+                used += len;
         }
-        return argv;
+        return 0;
 }
 
-/* In the cloned child: fds 3-5 as the zygote expects, then exec. */
-static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, char **argv)
+/* In the cloned child: fds 3-6 as the zygote expects, then exec with no
+ * argument but its name. */
+static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, int args,
+                                  char **argv)
 {
         sigset_t none;
         sigemptyset(&none);
@@ -373,13 +402,16 @@ static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, ch
         sigprocmask(SIG_SETMASK, &none, NULL);
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         int a = fcntl(sock, F_DUPFD, 10), b = fcntl(f0, F_DUPFD, 10), c = fcntl(f1, F_DUPFD, 10);
-        if (null < 0 || a < 0 || b < 0 || c < 0 || dup2(null, 0) < 0 || dup2(a, 3) < 0 ||
-            dup2(b, 4) < 0 || dup2(c, 5) < 0)
+        int d = fcntl(args, F_DUPFD, 10);
+        if (null < 0 || a < 0 || b < 0 || c < 0 || d < 0 || dup2(null, 0) < 0 ||
+            dup2(a, 3) < 0 || dup2(b, 4) < 0 || dup2(c, 5) < 0 || dup2(d, 6) < 0 ||
+            lseek(6, 0, SEEK_SET) < 0)
                 _exit(127);
-        fd_close_from(6);
+        fd_close_from(7);
         /* Root, no credential change: the signal survives the exec. */
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-        execve(argv[0], argv, j->env[0]);
+        char *name[] = {argv[0], NULL};
+        execve(argv[0], name, j->env[0]);
         _exit(127);
 }
 
@@ -389,19 +421,22 @@ static int zygote_start(struct jailer *j)
         int sv[2] = {-1, -1}, f0 = filter_memfd(&j->langs[LANG_PYTHON3].filter[0]);
         int f1 = filter_memfd(&j->langs[LANG_PYTHON3].filter[1]);
         _cleanup_free_ char **argv = zygote_argv(j);
+        int opts = argv ? args_memfd(argv) : -1;
         int r = 0;
-        if (f0 < 0 || f1 < 0 || !argv || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        if (f0 < 0 || f1 < 0 || opts < 0 ||
+            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 r = -errno ? -errno : -ENOMEM;
         struct clone_args args = {.flags = CLONE_NEWNS | CLONE_PIDFD,
                                   .pidfd = (uint64_t)(uintptr_t)&z->pidfd,
                                   .exit_signal = SIGCHLD};
         pid_t pid = r == 0 ? (pid_t)syscall(SYS_clone3, &args, sizeof(args)) : -1;
         if (pid == 0)
-                zygote_exec(j, sv[1], f0, f1, argv);
+                zygote_exec(j, sv[1], f0, f1, opts, argv);
         if (r == 0 && pid < 0)
                 r = -errno;
         safe_close(f0);
         safe_close(f1);
+        safe_close(opts);
         safe_close(sv[1]);
         if (r < 0) {
                 safe_close(sv[0]); /* a failed clone3 leaves the pair ours */
@@ -440,6 +475,9 @@ int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds
                            .tmp_bytes = c->tmp_bytes,
                            .tmp_inodes = c->tmp_inodes},
         };
+        /* proxy settings go to network runs only, with their own SPAWN */
+        if (run->network && net_env_block(j, m.net_env, sizeof(m.net_env)) < 0)
+                return -E2BIG;
         /* fds after the first four: the cgroup ones, the layer's, the report's */
         m.deps_fd = run->layer != NULL;
         m.report_fd = run->report_r >= 0;

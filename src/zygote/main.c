@@ -35,6 +35,7 @@
 #include "zygote/arenas.h"
 
 #define CTRL_FD 3
+#define OPTIONS_FD 6
 #define MAX_ITEMS 256
 
 struct args {
@@ -44,8 +45,6 @@ struct args {
         size_t n_ro;
         const char *preload[MAX_ITEMS];
         size_t n_preload;
-        const char *net_env[16];
-        size_t n_net_env;
         const char *resolv_conf; /* text of the runs' /etc/resolv.conf, or NULL */
 };
 
@@ -63,7 +62,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         static const struct option opts[] = {
                 {"python", required_argument, NULL, 'p'}, {"hostname", required_argument, NULL, 'h'},
                 {"ro", required_argument, NULL, 'r'},     {"preload", required_argument, NULL, 'm'},
-                {"net-env", required_argument, NULL, 'e'}, {"log-json", no_argument, NULL, 'j'},
+                {"log-json", no_argument, NULL, 'j'},
                 {"resolv-conf", required_argument, NULL, 'd'},
                 {NULL, 0, NULL, 0}};
         int c;
@@ -76,8 +75,6 @@ static int parse_args(int argc, char **argv, struct args *a)
                         a->ro[a->n_ro++] = optarg;
                 else if (c == 'm' && a->n_preload < MAX_ITEMS)
                         a->preload[a->n_preload++] = optarg;
-                else if (c == 'e' && a->n_net_env < ELEMENTSOF(a->net_env))
-                        a->net_env[a->n_net_env++] = optarg;
                 else if (c == 'j')
                         log_set_json(true);
                 else if (c == 'd')
@@ -238,18 +235,19 @@ static int reply(int pid, int error, enum zygote_msg_type type)
         return channel_send(CTRL_FD, &m, sizeof(m), NULL, 0);
 }
 
-/* In the child, every lock on: the network run's environment, then the
- * program. The bootstrap ends the process itself. */
-static _Noreturn void child_run(const struct args *a, bool network)
+/* In the child, every lock on: the network run's environment (from its
+ * SPAWN: NUL-separated NAME=value entries), then the program. The
+ * bootstrap ends the process itself. */
+static _Noreturn void child_run(const char *net_env, size_t size)
 {
         PyOS_AfterFork_Child(); /* re-seeds random and friends */
         PyObject *os = PyImport_ImportModule("os");
         PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
-        for (size_t i = 0; network && environ && i < a->n_net_env; i++) {
-                const char *eq = strchr(a->net_env[i], '=');
+        for (const char *e = net_env; environ && e < net_env + size && *e; e += strlen(e) + 1) {
+                const char *eq = strchr(e, '=');
                 if (!eq)
                         continue;
-                PyObject *k = PyUnicode_FromStringAndSize(a->net_env[i], eq - a->net_env[i]);
+                PyObject *k = PyUnicode_FromStringAndSize(e, eq - e);
                 PyObject *v = PyUnicode_FromString(eq + 1);
                 if (k && v)
                         PyObject_SetItem(environ, k, v);
@@ -344,7 +342,7 @@ static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, 
                 PyOS_BeforeFork();
                 r = jail_start(&s, true, &st, err, sizeof(err));
                 if (r == 1)
-                        child_run(a, m->network);
+                        child_run(m->network ? m->net_env : "", sizeof(m->net_env));
                 PyOS_AfterFork_Parent();
                 if (r == 0) {
                         pid = st.pid;
@@ -376,6 +374,8 @@ static int serve(const struct args *a)
                         return 1;
                 }
                 spawn(a, &m, fds, nf);
+                /* a network run's proxy settings: not for later forks */
+                explicit_bzero(&m, sizeof(m));
         }
 }
 
@@ -409,10 +409,34 @@ static int setup(const struct args *a)
         return 0;
 }
 
+/* The options the jailer wrote to fd 6 (NUL-terminated strings), as an
+ * argv after ours: they never appear in our command line, which warm runs
+ * could read. */
+static char **options_from_fd(char *argv0, int *ret_argc)
+{
+        static char buf[1 << 20];
+        static char *av[2 * MAX_ITEMS + 16];
+        size_t len = 0;
+        ssize_t n;
+        while (len < sizeof(buf) - 1 && (n = read(OPTIONS_FD, buf + len, sizeof(buf) - 1 - len)) > 0)
+                len += (size_t)n;
+        close(OPTIONS_FD);
+        buf[len] = '\0';
+        int ac = 0;
+        av[ac++] = argv0;
+        for (size_t off = 0; off < len && ac < (int)ELEMENTSOF(av) - 1; off += strlen(buf + off) + 1)
+                av[ac++] = buf + off;
+        av[ac] = NULL;
+        *ret_argc = ac;
+        return av;
+}
+
 int main(int argc, char **argv)
 {
         struct args a = {0};
         log_setup("zygote", false, -1);
+        if (argc == 1)
+                argv = options_from_fd(argv[0], &argc);
         if (parse_args(argc, argv, &a) < 0) {
                 log_error(NULL, "zygote.usage", "%s", "msg=\"started by lockboxd only\"");
                 return 2;

@@ -5,6 +5,7 @@ test_attack_concurrency.py.)"""
 import hashlib
 import json
 import socket
+import time
 
 import pytest
 
@@ -264,3 +265,58 @@ def test_node_environment_proc_and_identity(daemon):
     assert lines[1] == "false 1", d
     assert lines[2] == "1 0 sandbox sandbox", d
     assert lines[3] == "[]", d
+
+
+MEMORY_SEARCH = src(r"""
+    import ctypes, re
+    def in_memory(prefix, tail):
+        # is prefix followed by the bytes of tail (a list of ints, so that
+        # the whole needle never exists in this program's own memory)?
+        # every readable private mapping of this process, as the program
+        # could read it: what the zygote held when it forked us is here
+        found = set()
+        for line in open('/proc/self/maps'):
+            # private writable memory without a file (heap, stack, mmap'd
+            # arenas): where a process keeps what it was told
+            m = re.match(r'([0-9a-f]+)-([0-9a-f]+) rw.p \S+ \S+ 0 *(\S*)$', line.strip())
+            if not m or m.group(3) not in ('', '[heap]', '[stack]'):
+                continue
+            lo, hi = int(m.group(1), 16), int(m.group(2), 16)
+            try:
+                data = ctypes.string_at(lo, hi - lo)
+            except Exception:
+                continue
+            at = data.find(prefix)
+            while at >= 0:
+                if list(data[at + len(prefix):at + len(prefix) + len(tail)]) == tail:
+                    return True
+                at = data.find(prefix, at + 1)
+        return False
+""")
+
+
+def test_warm_runs_learn_nothing_of_the_zygotes_settings(lockboxd_factory):
+    """A warm Python run is a fork of the zygote: its command line shows no
+    setting of the daemon (install path, binds, preload list), and the proxy
+    settings (here with a password) are nowhere in a run without network,
+    not even in its memory; a run with network gets them in its
+    environment."""
+    proxy = "http://user:pw-proxy-4411@203.0.113.7:8080"
+    d = lockboxd_factory(proxy={"http": proxy},
+                         network={"dns_servers": ["127.0.0.1"]})
+    code = MEMORY_SEARCH + src(f"""
+        import os
+        print(repr(open('/proc/self/cmdline', 'rb').read()))
+        print(in_memory(b'pw-proxy-', [52, 52, 49, 49]), os.environ.get('HTTP_PROXY'))
+    """)
+    for _ in range(50):  # the offline pool fills after the first offline run
+        off = d.run_data(code, enable_network=False)
+        if off["warm"]:
+            break
+        time.sleep(0.1)
+    assert off["warm"] is True, off
+    cmdline, secrets = off["stdout"].splitlines()
+    assert cmdline.endswith("lockbox-pyzygote\\x00'") and "--" not in cmdline, cmdline  # its name only
+    assert secrets == "False None", off
+    on = d.run_data(code, enable_network=True)
+    assert on["warm"] is True and on["stdout"].splitlines()[1] == f"True {proxy}", on
