@@ -11,7 +11,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <sched.h>
 #include <grp.h>
 #include <jansson.h>
@@ -37,6 +36,7 @@
 #include "ipc/channel.h"
 #include "ipc/proto.h"
 #include "pool/deps.h"
+#include "pool/deps_tree.h"
 #include "pool/internal.h"
 
 #define REQUIREMENTS_MAX (1 << 20)
@@ -51,6 +51,7 @@ struct layer {
 
 struct deps {
         char *dir, *status_path;
+        int dirfd; /* dependencies.layer_dir, root's: every tree below goes through it */
         uid_t uid;
         gid_t gid;
         struct layer *layers, *current;
@@ -159,27 +160,14 @@ static json_t *scan_installed(const char *dir)
         return arr;
 }
 
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+/* rel below layer_dir ("layer-1", "layer-1/.home"), through descriptors
+ * only (deps_tree.h): the installer's account wrote it. */
+static void remove_tree(const struct deps *d, const char *rel)
 {
-        return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-static void remove_tree(const char *path)
-{
-        if (nftw(path, remove_one, 32, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
-                log_warn(NULL, "deps.remove_failed", "path=%s error=%s", log_q(path),
-                         log_q(strerror(errno)));
-}
-
-/* pip ran as server.user: the layer becomes root's and read-only. */
-static int seal_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-        if (lchown(path, 0, 0) < 0)
-                return -1;
-        if (flag == FTW_SL)
-                return 0;
-        mode_t mode = S_ISDIR(st->st_mode) ? 0755 : (st->st_mode & 0111) ? 0755 : 0644;
-        return chmod(path, mode) < 0 ? -1 : 0;
+        int r = deps_tree_remove(d->dirfd, rel);
+        if (r < 0)
+                log_warn(NULL, "deps.remove_failed", "path=%s/%s error=%s", log_q(d->dir),
+                         log_q(rel), log_q(strerror(-r)));
 }
 
 /* ---- status.json, read by the HTTP process -------------------------------------- */
@@ -230,9 +218,7 @@ static void collect(struct deps *d)
                         pp = &l->next;
                         continue;
                 }
-                _cleanup_free_ char *p = layer_path(d, l->name);
-                if (p)
-                        remove_tree(p);
+                remove_tree(d, l->name);
                 *pp = l->next;
                 free(l->name);
                 free(l);
@@ -351,18 +337,21 @@ static void on_pip_done(struct jailer *j, int status)
                         snprintf(why, sizeof(why), "%s", WIFSIGNALED(status) ? "was killed" : "failed");
                 snprintf(msg, sizeof(msg), "pip %s: %s", why, len > 900 ? tail + len - 900 : tail);
                 if (staging)
-                        remove_tree(staging);
+                        remove_tree(d, name);
                 finish(j, false, msg);
                 return;
         }
-        char home[4096];
-        snprintf(home, sizeof(home), "%s/.home", staging);
-        remove_tree(home);
+        char home[300];
+        snprintf(home, sizeof(home), "%s/.home", name);
+        remove_tree(d, home);
         json_t *inst = NULL;
-        if (nftw(staging, seal_one, 32, FTW_PHYS) < 0 || !(inst = scan_installed(staging)) ||
-            switch_to(j, name, d->job_hash) < 0) {
+        int r = deps_tree_seal(d->dirfd, name, d->uid);
+        if (r < 0)
+                log_error(NULL, "deps.seal_failed", "layer=%s error=%s", log_q(name),
+                          log_q(strerror(-r)));
+        if (r < 0 || !(inst = scan_installed(staging)) || switch_to(j, name, d->job_hash) < 0) {
                 json_decref(inst);
-                remove_tree(staging);
+                remove_tree(d, name);
                 finish(j, false, "could not seal or switch to the new layer");
                 return;
         }
@@ -466,25 +455,34 @@ static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
 {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        char *p, home[4096], req[4096];
-        if (asprintf(&p, "%s/layer-%lld%03ld", d->dir, (long long)ts.tv_sec,
-                     ts.tv_nsec / 1000000) < 0)
+        char name[64];
+        snprintf(name, sizeof(name), "layer-%lld%03ld", (long long)ts.tv_sec,
+                 ts.tv_nsec / 1000000);
+        char *p;
+        if (asprintf(&p, "%s/%s", d->dir, name) < 0)
                 return -ENOMEM;
-        snprintf(home, sizeof(home), "%s/.home", p);
-        snprintf(req, sizeof(req), "%s/requirements.txt", home);
-        int fd = -1;
-        if (mkdir(p, 0755) < 0 || chown(p, d->uid, d->gid) < 0 || mkdir(home, 0700) < 0 ||
-            chown(home, d->uid, d->gid) < 0 ||
-            (fd = open(req, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 ||
+        /* Everything is made while it is root's, then given away through
+         * descriptors: the installer's account never has a moment in which
+         * a swapped entry could turn one of these calls elsewhere. */
+        int dir = -1, home = -1, fd = -1, r = 0;
+        if (mkdirat(d->dirfd, name, 0755) < 0 ||
+            (dir = openat(d->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+            mkdirat(dir, ".home", 0700) < 0 ||
+            (home = openat(dir, ".home", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+            (fd = openat(home, "requirements.txt", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                         0600)) < 0 ||
             write(fd, reqs->data ? reqs->data : "", reqs->len) != (ssize_t)reqs->len ||
-            fchown(fd, d->uid, d->gid) < 0) {
-                int e = errno ? errno : EIO;
-                safe_close(fd);
-                remove_tree(p);
+            fchown(fd, d->uid, d->gid) < 0 || fchown(home, d->uid, d->gid) < 0 ||
+            fchown(dir, d->uid, d->gid) < 0)
+                r = -(errno ? errno : EIO);
+        safe_close(fd);
+        safe_close(home);
+        safe_close(dir);
+        if (r < 0) {
+                remove_tree(d, name);
                 free(p);
-                return -e;
+                return r;
         }
-        close(fd);
         *ret = p;
         return 0;
 }
@@ -570,7 +568,7 @@ static void begin(struct jailer *j, bool force)
                 char msg[256];
                 snprintf(msg, sizeof(msg), "cannot start pip: %s", strerror(-r));
                 if (d->staging)
-                        remove_tree(d->staging);
+                        remove_tree(d, strrchr(d->staging, '/') + 1);
                 free(TAKE_PTR(d->staging));
                 finish(j, false, msg);
         }
@@ -697,9 +695,7 @@ static void adopt(struct deps *d)
         while (dd && (de = readdir(dd)))
                 if (strncmp(de->d_name, "layer-", 6) == 0 &&
                     !(d->current && strcmp(de->d_name, d->current->name) == 0)) {
-                        _cleanup_free_ char *p = layer_path(d, de->d_name);
-                        if (p)
-                                remove_tree(p);
+                        remove_tree(d, de->d_name);
                 }
         if (dd)
                 closedir(dd);
@@ -711,7 +707,7 @@ int deps_init(struct jailer *j, char *err, size_t errlen)
         struct deps *d = calloc(1, sizeof(*d));
         if (!d)
                 return -ENOMEM;
-        *d = (struct deps){.pidfd = -1, .out = -1};
+        *d = (struct deps){.pidfd = -1, .out = -1, .dirfd = -1};
         j->deps = d;
         struct passwd *pw = getpwnam(c->user);
         d->uid = pw ? pw->pw_uid : 65534;
@@ -736,7 +732,8 @@ int deps_init(struct jailer *j, char *err, size_t errlen)
                         break;
         }
         /* root's, whoever made it: another owner could swap layers */
-        if (chown(d->dir, 0, 0) < 0 || chmod(d->dir, 0755) < 0) {
+        if (chown(d->dir, 0, 0) < 0 || chmod(d->dir, 0755) < 0 ||
+            (d->dirfd = open(d->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
                 snprintf(err, errlen, "dependencies.layer_dir %s: %s", d->dir, strerror(errno));
                 return -errno;
         }
@@ -757,8 +754,9 @@ void deps_free(struct jailer *j)
                 waitpid(d->pid, NULL, 0);
         }
         if (d->staging)
-                remove_tree(d->staging);
+                remove_tree(d, strrchr(d->staging, '/') + 1);
         free(d->staging);
+        safe_close(d->dirfd);
         strbuf_free(&d->log);
         safe_close(d->pidfd);
         safe_close(d->out);
