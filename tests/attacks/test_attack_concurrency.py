@@ -379,3 +379,31 @@ def test_notification_flood_does_not_starve_other_runs(tight):
     for i, d in enumerate(outs):
         assert_ok(d, f"{i * 7}\n")
     assert max(latencies) < 1.0, latencies
+
+
+def test_no_lock_on_the_shared_tree_reaches_another_run(daemon):
+    """Files under /usr are the host's inodes, seen by every run: a lock
+    taken on one would be a channel between runs (and could block a host
+    process). flock() is refused; POSIX locks work, but on the read-only
+    tree only as read locks, which never exclude a reader; SQLite in /tmp
+    (POSIX locks on the run's own files) works."""
+    d = attack_py(daemon, src("""
+        import errno, fcntl, os, sqlite3
+        f = open('/usr/lib/os-release', 'rb')
+        for name, call in [('flock_ex', lambda: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)),
+                           ('flock_sh', lambda: fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)),
+                           ('posix_wr', lambda: fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB))]:
+            try:
+                call(); print(name, 'TAKEN')
+            except OSError as e:
+                print(name, errno.errorcode[e.errno])
+        db = sqlite3.connect('/tmp/t.db')
+        db.execute('create table t (x)'); db.execute('insert into t values (42)'); db.commit()
+        print('sqlite', db.execute('select x from t').fetchone()[0])
+        w = open('/tmp/lockme', 'wb')
+        fcntl.lockf(w, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print('posix_tmp TAKEN')
+    """))
+    assert_ok(d)
+    assert d["stdout"].splitlines() == ["flock_ex EPERM", "flock_sh EPERM", "posix_wr EBADF",
+                                        "sqlite 42", "posix_tmp TAKEN"], d
