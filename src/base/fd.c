@@ -2,8 +2,13 @@
 #include "base/fd.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -53,8 +58,8 @@ void fd_close_all_except(int from, const int *keep, size_t n)
                 for (size_t i = 0; i < n; i++)
                         if (keep[i] >= lo && keep[i] < next)
                                 next = keep[i];
-                if (next > lo &&
-                    syscall(SYS_close_range, lo, next == INT_MAX ? ~0U : (unsigned)next - 1, 0) < 0) {
+                if (next > lo && syscall(SYS_close_range, lo,
+                                         next == INT_MAX ? ~0U : (unsigned)next - 1, 0) < 0) {
                         /* a kernel without it, or a filter that refuses it */
                         close_by_hand(from, keep, n);
                         return;
@@ -68,4 +73,41 @@ void fd_close_all_except(int from, const int *keep, size_t n)
 void fd_close_from(int from)
 {
         fd_close_all_except(from, NULL, 0);
+}
+
+static int mkdir_parents(const char *dir)
+{
+        char p[PATH_MAX];
+        if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
+                return -ENAMETOOLONG;
+        for (char *s = p + 1;; s++) {
+                if (*s != '/' && *s != '\0')
+                        continue;
+                char keep = *s;
+                *s = '\0';
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = keep;
+                if (!keep)
+                        return 0;
+        }
+}
+
+int fd_lock_in(const char *dir, const char *name)
+{
+        char path[PATH_MAX];
+        int r = mkdir_parents(dir);
+        if (r < 0)
+                return r;
+        if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+                return -ENAMETOOLONG;
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        return fd;
 }

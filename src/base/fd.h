@@ -10,3 +10,7 @@
 void fd_close_all_except(int from, const int *keep, size_t n);
 /* The same with nothing kept. */
 void fd_close_from(int from);
+/* dir (made, with its parents, 0755 where missing) and in it the file
+ * name (0600), held with an exclusive flock: the fd, or -errno. Closing it
+ * lets go. For state shared by the daemons of a host, under /run/lockbox. */
+int fd_lock_in(const char *dir, const char *name);

@@ -8,28 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fd.h"
 #include "base/util.h"
 
 #define CLAIM_DIR "/run/lockbox/uids"
 
 static int lock_claims(void)
 {
-        if ((mkdir("/run/lockbox", 0755) < 0 && errno != EEXIST) ||
-            (mkdir(CLAIM_DIR, 0755) < 0 && errno != EEXIST))
-                return -errno;
-        int fd = open(CLAIM_DIR "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -errno;
-        if (flock(fd, LOCK_EX) < 0) {
-                int e = errno;
-                close(fd);
-                return -e;
-        }
-        return fd;
+        return fd_lock_in(CLAIM_DIR, ".lock");
 }
 
 /* The range in a claim file, or -1. */

@@ -9,10 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fd.h"
 #include "base/util.h"
 #include "net/forward.h"
 
@@ -44,17 +43,7 @@ static int write_text(const char *path, const char *text, int flags)
 
 static int lock_state(void)
 {
-        if (mkdir(STATE_DIR, 0755) < 0 && errno != EEXIST)
-                return -errno;
-        int fd = open(STATE_DIR "/forward.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -errno;
-        if (flock(fd, LOCK_EX) < 0) {
-                int e = errno;
-                close(fd);
-                return -e;
-        }
-        return fd;
+        return fd_lock_in(STATE_DIR, "forward.lock");
 }
 
 /* Live daemons holding forwarding, other than us; removes dead ones' files. */

@@ -213,7 +213,8 @@ TEST(deps_tree_seal_and_remove_under_symlink_swaps_never_touch_the_canary)
                 EXPECT_TRUE(canary_intact(&s));
                 rounds++;
                 clock_gettime(CLOCK_MONOTONIC, &now);
-        } while (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+        } while (now.tv_sec < end.tv_sec ||
+                 (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
         EXPECT_TRUE(rounds > 10);
         scene_free(&s);
 }
