@@ -398,11 +398,16 @@ static int build_entries(struct net *n, const struct config *c, char *err, size_
         for (size_t i = 0; i < ELEMENTSOF(proxies); i++) {
                 if (!proxies[i] || !*proxies[i])
                         continue;
-                int r = net_proxy_entry(proxies[i], e);
-                if (r < 0) {
-                        snprintf(err, errlen, "proxy %s: cannot find its IPv4 address and port",
-                                 proxies[i]);
-                        return r;
+                if (net_proxy_entry(proxies[i], e) < 0) {
+                        /* not a reason to refuse every run: this proxy
+                         * just stays closed to runs (logged without its
+                         * user and password) */
+                        const char *at = strrchr(proxies[i], '@');
+                        log_warn(NULL, "network.proxy_unresolved",
+                                 "proxy=%s msg=\"no IPv4 address and port found at start-up: "
+                                 "runs cannot reach it\"",
+                                 log_q(at ? at + 1 : proxies[i]));
+                        continue;
                 }
                 e++;
                 p->n_always++;
