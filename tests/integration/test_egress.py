@@ -973,3 +973,17 @@ def test_no_run_inherits_anything_of_an_earlier_runs_network(lockboxd_factory, l
         assert out and out[0] in ("connected", "answer:echo:ping", "self", "bound"), out
         for _ in range(3):
             assert run(d, COUNTERS) == ["0", "0 0"]
+
+
+def test_a_proxy_without_an_address_stays_closed_and_the_network_works(lockboxd_factory, lab):
+    """A proxy setting lockbox cannot turn into an address and port (here
+    the port is out of range; a name no resolver knows is the same) leaves
+    that proxy closed to runs with one warning, which does not show its
+    password; runs keep their network."""
+    d = lockboxd_factory(worker_timeout=WORKER_TIMEOUT,
+                         proxy={"http": "http://user:pw-7781@203.0.113.250:99999"},
+                         **lab_daemon_config(lab))
+    assert "event=network.proxy_unresolved proxy=\"203.0.113.250:99999\"" in d.log, d.log
+    assert "pw-7781" not in d.log
+    assert "event=network.ready" in d.log
+    assert run(d, f"print(tcp({nl.PUBLIC!r}, 80).split(':')[0])") == ["connected"]
