@@ -21,6 +21,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -235,11 +236,31 @@ static int reply(int pid, int error, enum zygote_msg_type type)
         return channel_send(CTRL_FD, &m, sizeof(m), NULL, 0);
 }
 
+/* A stack-protector canary of the child's own: every warm run would
+ * otherwise share the zygote's, and one run that learns it would know
+ * every later run's. Safe here because no frame that existed before the
+ * fork returns after this: child_run and its callers (spawn, serve, main)
+ * never return (the bootstrap ends the process with _exit), and every
+ * frame entered from now on reads the new value at entry; threads the
+ * program starts copy it. glibc keeps its first byte zero, so a string
+ * read cannot reach past it; so does this. x86_64 (%fs:0x28) only. */
+static void fresh_stack_guard(void)
+{
+#if defined(__x86_64__)
+        uint64_t v;
+        if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+                return;
+        v &= ~UINT64_C(0xff);
+        __asm__ volatile("movq %0, %%fs:0x28" : : "r"(v) : "memory");
+#endif
+}
+
 /* In the child, every lock on: the network run's environment (from its
  * SPAWN: NUL-separated NAME=value entries), then the program. The
  * bootstrap ends the process itself. */
 static _Noreturn void child_run(const char *net_env, size_t size)
 {
+        fresh_stack_guard();
         PyOS_AfterFork_Child(); /* re-seeds random and friends */
         PyObject *os = PyImport_ImportModule("os");
         PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;

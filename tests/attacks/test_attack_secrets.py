@@ -320,3 +320,27 @@ def test_warm_runs_learn_nothing_of_the_zygotes_settings(lockboxd_factory):
     assert secrets == "False None", off
     on = d.run_data(code, enable_network=True)
     assert on["warm"] is True and on["stdout"].splitlines()[1] == f"True {proxy}", on
+
+
+def test_warm_runs_do_not_share_the_stack_canary(daemon):
+    """Warm Python runs are forks of one zygote; each gets a stack-protector
+    canary of its own (glibc's form: first byte zero), so what one run
+    learns of its canary tells nothing of the next run's."""
+    code = src("""
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.pthread_self.restype = ctypes.c_void_p
+        print(ctypes.string_at(libc.pthread_self() + 0x28, 8).hex())
+    """)
+    seen, warm = [], 0
+    for _ in range(40):  # a daemon just started fills its pool first
+        d = daemon.run_data(code, enable_network=True)  # the configured mode's pool
+        assert d["status"] == "ok", d
+        seen.append(d["stdout"].strip())
+        warm += d["warm"]
+        if len(seen) >= 4 and (warm >= 3 or not daemon.warm):
+            break
+        time.sleep(0.05)
+    assert warm >= 3 or not daemon.warm, (warm, seen)
+    assert len(set(seen)) == len(seen), seen
+    assert all(c.startswith("00") and c != "00" * 8 for c in seen), seen
