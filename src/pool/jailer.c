@@ -132,7 +132,7 @@ bool jailer_network_usable(const struct jailer *j)
 static void setup_network(struct jailer *j)
 {
         const struct config *c = j->cfg;
-        char err[256];
+        char err[256] = "out of memory";
         if (!c->enable_network || !config_net_namespace(c))
                 return;
         if (net_open(c, &j->net, err, sizeof(err)) == 0 &&
