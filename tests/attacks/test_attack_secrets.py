@@ -302,7 +302,7 @@ def test_warm_runs_learn_nothing_of_the_zygotes_settings(lockboxd_factory):
     not even in its memory; a run with network gets them in its
     environment."""
     proxy = "http://user:pw-proxy-4411@203.0.113.7:8080"
-    d = lockboxd_factory(proxy={"http": proxy},
+    d = lockboxd_factory(proxy={"http": proxy}, warm={"mode": "warm"},  # also in the cold pass
                          network={"dns_servers": ["127.0.0.1"]})
     code = MEMORY_SEARCH + src(f"""
         import os
