@@ -364,7 +364,8 @@ const struct schema_row schema_rows[] = {
             "read-only at /opt/lockbox/python, at the end of sys.path."),
         STR("dependencies.wheel_dir", wheel_dir, "", check_optional_absolute, NULL,
             "Directory of wheels for air-gapped hosts: pip installs from it alone "
-            "(--no-index --find-links). Empty: pip uses python_pip_mirror_url or PyPI."),
+            "(--no-index --find-links); it must be readable by server.user (checked at "
+            "start-up). Empty: pip uses python_pip_mirror_url or PyPI."),
         BOOL("dependencies.allow_source_builds", source_builds, "false", NULL,
              "Let pip build packages from source (runs their setup code, as the install "
              "user); off: wheels only."),

@@ -393,6 +393,26 @@ static char **pip_argv(const struct config *c, const char *staging)
         return v;
 }
 
+/* What of lockboxd's environment reaches pip (never a run): pip's own
+ * settings as operators give them (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
+ * PIP_TRUSTED_HOST, PIP_CERT, PIP_FIND_LINKS... every PIP_*), proxy
+ * exceptions and CA bundles. lockbox's own keys win: the proxies come from
+ * proxy.* (HTTP_PROXY, HTTPS_PROXY), and python_pip_mirror_url and
+ * dependencies.wheel_dir are command-line options, which pip prefers to
+ * its environment. */
+static bool passed_to_pip(const char *entry)
+{
+        static const char *const names[] = {"NO_PROXY=",      "no_proxy=",
+                                            "SSL_CERT_FILE=", "SSL_CERT_DIR=",
+                                            "REQUESTS_CA_BUNDLE=", "CURL_CA_BUNDLE="};
+        if (strncmp(entry, "PIP_", 4) == 0)
+                return true;
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (strncmp(entry, names[i], strlen(names[i])) == 0)
+                        return true;
+        return false;
+}
+
 /* The child: server.user, no privileges, in the staging directory. */
 static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
 {
@@ -400,14 +420,24 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         const struct config *c = j->cfg;
         char home[4096];
         snprintf(home, sizeof(home), "HOME=%s/.home", staging);
-        char *envp[8] = {(char *)"PATH=/usr/local/bin:/usr/bin:/bin", (char *)"LANG=C.UTF-8", home,
-                         NULL};
-        size_t ne = 3;
+        size_t n_environ = 0;
+        for (char **e = environ; e && *e; e++)
+                n_environ++;
+        char **envp = calloc(n_environ + 6, sizeof(char *));
+        if (!envp)
+                _exit(126);
+        size_t ne = 0;
+        envp[ne++] = (char *)"PATH=/usr/local/bin:/usr/bin:/bin";
+        envp[ne++] = (char *)"LANG=C.UTF-8";
+        envp[ne++] = home;
         char hp[600], sp[600];
         if (*c->proxy_http && snprintf(hp, sizeof(hp), "HTTP_PROXY=%s", c->proxy_http) > 0)
                 envp[ne++] = hp;
         if (*c->proxy_https && snprintf(sp, sizeof(sp), "HTTPS_PROXY=%s", c->proxy_https) > 0)
                 envp[ne++] = sp;
+        for (char **e = environ; e && *e; e++)
+                if (passed_to_pip(*e))
+                        envp[ne++] = *e;
         char **argv = pip_argv(c, staging);
         sigset_t none;
         sigemptyset(&none);
@@ -701,6 +731,36 @@ static void adopt(struct deps *d)
                 closedir(dd);
 }
 
+/* dependencies.wheel_dir must be readable by pip's account: found now,
+ * not as "Permission denied" from an install (a root-only 0700 folder is a
+ * common mistake). Checked in a child that takes that identity. */
+static int check_wheel_dir(const struct deps *d, const struct config *c, char *err,
+                           size_t errlen)
+{
+        if (!*c->wheel_dir)
+                return 0;
+        pid_t pid = fork();
+        if (pid < 0)
+                return 0; /* no verdict: an install will tell */
+        if (pid == 0) {
+                DIR *dir = NULL;
+                if (setgroups(0, NULL) < 0 || setresgid(d->gid, d->gid, d->gid) < 0 ||
+                    setresuid(d->uid, d->uid, d->uid) < 0)
+                        _exit(2);
+                _exit((dir = opendir(c->wheel_dir)) && readdir(dir) ? 0 : 1);
+        }
+        int status = 0;
+        if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 1)
+                return 0;
+        snprintf(err, errlen,
+                 "dependencies.wheel_dir %s cannot be read by server.user '%s' (uid %u), which "
+                 "runs pip: make it and every directory above it readable and searchable by "
+                 "that account (chmod o+rx, or chgrp to its group)",
+                 c->wheel_dir, c->user, (unsigned)d->uid);
+        return -EACCES;
+}
+
 int deps_init(struct jailer *j, char *err, size_t errlen)
 {
         const struct config *c = j->cfg;
@@ -714,6 +774,8 @@ int deps_init(struct jailer *j, char *err, size_t errlen)
         d->gid = pw ? pw->pw_gid : 65534;
         if (!(d->dir = strdup(c->layer_dir)) || asprintf(&d->status_path, "%s/status.json", d->dir) < 0)
                 return -ENOMEM;
+        if (check_wheel_dir(d, c, err, errlen) < 0)
+                return -EACCES;
         /* mkdir -p, root's, readable by everyone (the HTTP process reads
          * status.json; runs get layers through binds) */
         for (char *p = d->dir + 1;; p++) {

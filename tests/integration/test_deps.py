@@ -433,3 +433,19 @@ def test_install_timeout_kills_pip_and_keeps_serving(lockboxd_factory, wheels):
     finally:
         index.hold.set()
         index.shutdown()
+
+
+def test_pip_takes_the_operators_pip_settings_from_the_environment(lockboxd_factory, wheels):
+    """PIP_INDEX_URL and PIP_TRUSTED_HOST in lockboxd's environment reach pip
+    (as dify-sandbox's pip sees them); they reach no run."""
+    index = Index(wheels)
+    try:
+        d = lockboxd_factory(_requirements="demo-alpha==2.0\n",
+                             _env={"PIP_INDEX_URL": index.url, "PIP_TRUSTED_HOST": "127.0.0.1"})
+        assert ready_deps(wait_ready(d)) == "ok", d.log[-3000:]
+        assert show(d) == ["2.0", LAYER]
+        assert "/simple/demo-alpha/" in index.hits
+        r = d.run_data("import os\nprint(sorted(k for k in os.environ if k.startswith('PIP')))")
+        assert r["stdout"] == "[]\n", r
+    finally:
+        index.shutdown()

@@ -404,3 +404,20 @@ def test_refuses_a_uid_range_another_daemon_holds(lockboxd_factory, tmp_path):
         f"the lockboxd running as pid {a.pid}: give every lockboxd on a host a range of its "
         "own"], err
     assert a.run_data("print('still here')")["stdout"] == "still here\n"
+
+
+def test_refuses_a_wheel_dir_pip_cannot_read(tmp_path):
+    """A root-only wheel directory would fail every install with
+    'Permission denied': found at start-up, with what to change."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    os.chmod(wheels, 0o700)
+    cfg = write_config(tmp_path, f"app:\n  port: {free_port()}\nserver:\n  listen: 127.0.0.1\n"
+                                 f"dependencies:\n  wheel_dir: {wheels}\n"
+                                 f"  layer_dir: {tmp_path}/layers\n")
+    rc, err = start_fails(["--config", cfg])
+    assert rc == 1
+    assert err.strip().splitlines()[-1] == (
+        f"lockboxd: dependencies.wheel_dir {wheels} cannot be read by server.user 'nobody' "
+        "(uid 65534), which runs pip: make it and every directory above it readable and "
+        "searchable by that account (chmod o+rx, or chgrp to its group)"), err
