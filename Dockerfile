@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # lockbox container image (Debian 12). Build from the repository root:
 #
 #   docker build -t lockbox:0.1.0 .
@@ -75,19 +73,10 @@ COPY dependencies/ /dependencies/
 # cgroup v2 it moves itself into a leaf and enables controllers for its
 # runs, which the kernel refuses while another process sits in that group.
 # LOCKBOX_REMOUNT_CGROUP=0 skips the remount.
-COPY --chmod=0755 <<'EOF' /usr/local/sbin/lockbox-entrypoint
-#!/bin/sh
-set -eu
-if [ "${LOCKBOX_REMOUNT_CGROUP:-1}" = 1 ]; then
-        while read -r _dev mnt fstype opts _rest; do
-                case "$fstype" in cgroup | cgroup2) ;; *) continue ;; esac
-                case ",$opts," in *,ro,*) ;; *) continue ;; esac
-                mount -o remount,bind,rw "$mnt" 2>/dev/null ||
-                        echo "lockbox-entrypoint: $mnt stays read-only (needs CAP_SYS_ADMIN and apparmor=unconfined); runs get rlimits instead of cgroups" >&2
-        done </proc/self/mounts
-fi
-exec /usr/local/bin/lockboxd "$@"
-EOF
+# (A file of its own, copied in plain steps: the image builds with Docker's
+# classic builder, BuildKit, podman or buildah alike.)
+COPY deploy/lockbox-entrypoint /usr/local/sbin/lockbox-entrypoint
+RUN chmod 0755 /usr/local/sbin/lockbox-entrypoint
 
 WORKDIR /
 # dependencies.layer_dir: the installed packages survive a restart of the
