@@ -264,7 +264,10 @@ static _Noreturn void child_run(const char *net_env, size_t size)
         PyOS_AfterFork_Child(); /* re-seeds random and friends */
         PyObject *os = PyImport_ImportModule("os");
         PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
-        for (const char *e = net_env; environ && e < net_env + size && *e; e += strlen(e) + 1) {
+        for (const char *e = net_env; environ && e < net_env + size && *e;
+             e += strnlen(e, (size_t)(net_env + size - e)) + 1) {
+                if (strnlen(e, (size_t)(net_env + size - e)) == (size_t)(net_env + size - e))
+                        break; /* not terminated: never read past the message */
                 const char *eq = strchr(e, '=');
                 if (!eq)
                         continue;
