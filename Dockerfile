@@ -1,6 +1,8 @@
-# lockbox container image (Debian 12). Build from the repository root:
+# lockbox container image, Debian 12 by default. Build from the repository
+# root (any builder: classic, BuildKit, podman, buildah):
 #
 #   docker build -t lockbox:0.1.0 .
+#   docker build --build-arg DEBIAN_IMAGE=debian:trixie-slim -t lockbox:0.1.0-trixie .
 #
 # The container needs a few capabilities and no seccomp/AppArmor profile of
 # Docker's; run it as docs/DEPLOY.md says (or with deploy/docker-compose.yaml),
@@ -33,27 +35,37 @@ WORKDIR /src
 COPY Makefile ./
 COPY src/ src/
 # build/lockboxd, build/lockbox-pyzygote (embeds this stage's
-# /usr/bin/python3, the same Debian CPython 3.11 as the runtime stage's)
-# and build/lockbox.
-RUN make -j"$(nproc)"
+# /usr/bin/python3, the same Debian CPython as the runtime stage's: both
+# stages come from one DEBIAN_IMAGE) and build/lockbox. runtime-packages
+# lists the Debian packages holding the libraries they link (whatever this
+# release names them: libmicrohttpd12 or libmicrohttpd12t64, libpython3.11
+# or libpython3.13...), for the runtime stage.
+RUN make -j"$(nproc)" \
+ && for lib in $(ldd build/lockboxd build/lockbox-pyzygote build/lockbox \
+                 | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u); do \
+        for p in "$lib" "/usr$lib" "${lib#/usr}" "$(realpath "$lib")"; do \
+            dpkg -S "$p" 2>/dev/null && break; \
+        done >> build/owners || { echo "no package holds $lib" >&2; exit 1; }; \
+    done \
+ && cut -d: -f1 build/owners | sort -u > build/runtime-packages \
+ && cat build/runtime-packages
 
 # ---- runtime ----------------------------------------------------------------
 FROM ${DEBIAN_IMAGE}
 ARG DEBIAN_FRONTEND=noninteractive
-# Libraries of the three binaries (lockbox links libcurl), the interpreters
+# Libraries of the three binaries (the build stage's list), the interpreters
 # runs use, the modules Dify's runner scripts import (python3-socks and
 # python3-socksio let requests and httpx use a SOCKS5_PROXY, as in
 # dify-sandbox's image), pip for the dependency layer, CA certificates and
 # zone data that runs see read-only, and mount(8) for the entrypoint.
-# nodejs is Debian 12's Node.js 18 (nodejs_path /usr/bin/node).
+# nodejs is the release's Node.js (nodejs_path /usr/bin/node).
+COPY --from=build /src/build/runtime-packages /tmp/runtime-packages
 RUN apt-get update \
- && apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libjansson4 libyaml-0-2 libseccomp2 libmnl0 libnftables1 \
-        libpython3.11 libcurl4 \
+ && apt-get install -y --no-install-recommends $(cat /tmp/runtime-packages) \
         python3 python3-pip python3-requests python3-httpx python3-jinja2 \
         python3-socks python3-socksio \
         nodejs ca-certificates tzdata mount \
- && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
  && ln -s /usr/bin/python3 /usr/local/bin/python3 \
  && ln -s /usr/bin/node /usr/local/bin/node
 # The two links above let old Dify config files that name
