@@ -267,25 +267,13 @@ def test_node_environment_proc_and_identity(daemon):
     assert lines[3] == "[]", d
 
 
-MEMORY_SEARCH = src(r"""
-    import ctypes, re
+MEMORY_SEARCH = PY_OWN_MEMORY + src("""
     def in_memory(prefix, tail):
         # is prefix followed by the bytes of tail (a list of ints, so that
-        # the whole needle never exists in this program's own memory)?
-        # every readable private mapping of this process, as the program
-        # could read it: what the zygote held when it forked us is here
-        found = set()
-        for line in open('/proc/self/maps'):
-            # private writable memory without a file (heap, stack, mmap'd
-            # arenas): where a process keeps what it was told
-            m = re.match(r'([0-9a-f]+)-([0-9a-f]+) rw.p \S+ \S+ 0 *(\S*)$', line.strip())
-            if not m or m.group(3) not in ('', '[heap]', '[stack]'):
-                continue
-            lo, hi = int(m.group(1), 16), int(m.group(2), 16)
-            try:
-                data = ctypes.string_at(lo, hi - lo)
-            except Exception:
-                continue
+        # the whole needle never exists in this program's own memory)
+        # anywhere in this process's memory, as the kernel reads it? what
+        # the zygote held when it forked us would be there
+        for _, data in own_memory(len(prefix) + len(tail)):
             at = data.find(prefix)
             while at >= 0:
                 if list(data[at + len(prefix):at + len(prefix) + len(tail)]) == tail:
