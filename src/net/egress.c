@@ -33,11 +33,6 @@ static const struct {
     {EGRESS_MULTICAST, "224.0.0.0/4, 240.0.0.0/4"},
 };
 
-static void prefix_text(const struct netaddr_prefix *p, char *buf, size_t len)
-{
-        netaddr_format_prefix(p, buf, len);
-}
-
 /* "a . tcp . 80, a . udp . 80" for the port entries; "a/8" for the rest. */
 static void append_elements(struct strbuf *sb, const struct netaddr_entry *e, size_t n,
                             bool with_port)
@@ -47,7 +42,7 @@ static void append_elements(struct strbuf *sb, const struct netaddr_entry *e, si
                 char a[32];
                 if ((e[i].port != 0) != with_port)
                         continue;
-                prefix_text(&e[i].dst, a, sizeof(a));
+                netaddr_format_prefix(&e[i].dst, a, sizeof(a));
                 if (with_port)
                         strbuf_appendf(sb, "%s%s . tcp . %u, %s . udp . %u", first ? "" : ", ", a,
                                        e[i].port, a, e[i].port);
@@ -110,8 +105,8 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
 {
         char subnet[32], gw[32];
         struct netaddr_prefix g = {.addr = p->gateway, .len = 32};
-        prefix_text(&p->subnet, subnet, sizeof(subnet));
-        prefix_text(&g, gw, sizeof(gw));
+        netaddr_format_prefix(&p->subnet, subnet, sizeof(subnet));
+        netaddr_format_prefix(&g, gw, sizeof(gw));
         struct strbuf sets, always, rules;
         strbuf_init(&sets, 0);
         strbuf_init(&always, 0);

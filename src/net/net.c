@@ -377,7 +377,7 @@ int net_proxy_entry(const char *url, struct netaddr_entry *ret)
 }
 
 /* network.allow, network.egress_only and the proxies, parsed into one array. */
-static int build_entries(struct net *n, const struct config *c, char *err, size_t errlen)
+static int build_entries(struct net *n, const struct config *c)
 {
         const char *proxies[] = {c->proxy_http, c->proxy_https, c->proxy_socks5};
         size_t total = c->n_net_allow + c->n_net_egress_only + ELEMENTSOF(proxies);
@@ -540,7 +540,7 @@ static int open_steps(struct net *n, const struct config *c, char *err, size_t e
                 return r;
         }
         if ((r = check_subnet_free(n, err, errlen)) < 0 ||
-            (r = build_entries(n, c, err, errlen)) < 0)
+            (r = build_entries(n, c)) < 0)
                 return r;
         if ((r = probe(n, err, errlen)) < 0)
                 return r;
