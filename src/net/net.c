@@ -539,8 +539,7 @@ static int open_steps(struct net *n, const struct config *c, char *err, size_t e
                 snprintf(err, errlen, "cannot open a route netlink socket: %s", strerror(-r));
                 return r;
         }
-        if ((r = check_subnet_free(n, err, errlen)) < 0 ||
-            (r = build_entries(n, c)) < 0)
+        if ((r = check_subnet_free(n, err, errlen)) < 0 || (r = build_entries(n, c)) < 0)
                 return r;
         if ((r = probe(n, err, errlen)) < 0)
                 return r;
