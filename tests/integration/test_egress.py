@@ -885,7 +885,7 @@ def test_a_host_that_cannot_build_the_network_refuses_runs_with_network(lockboxd
     fds = len(os.listdir(f"/proc/{d.pid}/fd"))
     for _ in range(50):
         assert d.run("print(1)", enable_network=True)["code"] == -500
-    assert len(os.listdir(f"/proc/{d.pid}/fd")) == fds
+    assert len(os.listdir(f"/proc/{d.pid}/fd")) <= fds  # a transient one may have closed
 
 
 class LoopbackResolver:

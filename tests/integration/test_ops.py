@@ -230,7 +230,7 @@ def test_ready_without_nodejs(lockboxd_factory):
     fds = len(os.listdir(f"/proc/{d.pid}/fd"))
     for _ in range(50):
         assert d.run("console.log(1)", language="nodejs")["code"] == -500
-    assert len(os.listdir(f"/proc/{d.pid}/fd")) == fds
+    assert len(os.listdir(f"/proc/{d.pid}/fd")) <= fds  # a transient one may have closed
 
 
 # --------------------------------------------------------------------- logs
