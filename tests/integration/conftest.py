@@ -32,6 +32,9 @@ REQUIREMENTS = "# nothing to install\n"
 # Every daemon gets 100 UIDs of its own; two daemons never share one. The
 # base moves with our pid so two suites running at once do not collide.
 UID_BASE = 20000 + (os.getpid() % 4000) * 2000
+# second octet of the daemons' run subnets (10.N.k.0/24): a second suite run
+# at the same time on this host (another checkout) sets another base
+NET_OCTET = int(os.environ.get("LOCKBOX_TEST_NET_OCTET", "192"))
 _uid_blocks = itertools.count()
 # LOCKBOX_TEST_TIME_SCALE (default 1) stretches every daemon's run time
 # limit (worker_timeout) and the tests' bounds on elapsed time, for slow
@@ -138,7 +141,7 @@ class Daemon:
             # each daemon its own run subnet; DNS relayed to nowhere (the
             # loopback, where nothing answers) unless a test names the
             # lab's resolver: a test daemon never asks the host's
-            "network": {"subnet": f"10.{192 + (self.k // 256) % 32}.{self.k % 256}.0/24",
+            "network": {"subnet": f"10.{NET_OCTET + (self.k // 256) % 16}.{self.k % 256}.0/24",
                         "dns_servers": ["127.0.0.1"]},
             "dependencies": {"python_requirements": self.requirements_path,
                              "layer_dir": self.layer_dir},
