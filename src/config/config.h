@@ -35,6 +35,8 @@ struct config {
         int64_t max_body_bytes;  /* server.max_body_bytes */
         char *user;              /* server.user: unprivileged account for the HTTP process */
         int connection_timeout;  /* server.connection_timeout, seconds idle */
+        int header_timeout;      /* server.header_timeout, seconds */
+        int body_timeout;        /* server.body_timeout, seconds */
         int max_connections;     /* server.max_connections */
         int max_connections_per_ip; /* server.max_connections_per_ip */
         char *log_format;        /* server.log_format: "logfmt" or "json" */

@@ -274,6 +274,14 @@ const struct schema_row schema_rows[] = {
             "Unprivileged account the HTTP process runs as."),
         INT("server.connection_timeout", connection_timeout, "30", 1, 3600, NULL,
             "Seconds an idle client connection is kept."),
+        INT("server.header_timeout", header_timeout, "10", 1, 3600, NULL,
+            "Seconds a request's headers may take to arrive in full, counted from the "
+            "connection's accept (or, on a kept-alive connection, from the end of the "
+            "previous request plus server.connection_timeout); a slower client is "
+            "disconnected."),
+        INT("server.body_timeout", body_timeout, "60", 1, 3600, NULL,
+            "Seconds a request's body may take to arrive in full, counted from the end of its "
+            "headers; a slower client is disconnected."),
         INT("server.max_connections", max_connections, "256", 4, 10000, NULL,
             "Client connections served at once."),
         INT("server.max_connections_per_ip", max_connections_per_ip, "128", 1, 10000, NULL,

@@ -71,6 +71,7 @@ static struct {
         struct histogram run_time[STATS_LANGS], queue_time[STATS_LANGS];
         atomic_int queued;
         atomic_ulong refused_runs;
+        atomic_ulong deadline_missed[2]; /* headers, body */
         pthread_mutex_t lock; /* guards the syscall table */
         char syscall_name[MAX_SYSCALLS][32];
         unsigned long syscall_count[MAX_SYSCALLS];
@@ -165,6 +166,11 @@ void metrics_refused_run_connection(void)
         atomic_fetch_add_explicit(&m.refused_runs, 1, memory_order_relaxed);
 }
 
+void metrics_deadline_missed(bool body)
+{
+        atomic_fetch_add_explicit(&m.deadline_missed[body], 1, memory_order_relaxed);
+}
+
 void metrics_queued(int delta)
 {
         atomic_fetch_add(&m.queued, delta);
@@ -188,6 +194,12 @@ static void render_requests(struct strbuf *sb)
                "Connections to lockboxd refused because a sandbox run opened them.");
         strbuf_appendf(sb, "lockbox_http_refused_run_connections_total %lu\n",
                        get(&m.refused_runs));
+        header(sb, "lockbox_http_deadline_closed_total", "counter",
+               "Connections closed because their request's headers or body did not arrive in "
+               "full in time (server.header_timeout, server.body_timeout).");
+        for (int body = 0; body < 2; body++)
+                strbuf_appendf(sb, "lockbox_http_deadline_closed_total{phase=\"%s\"} %lu\n",
+                               body ? "body" : "headers", get(&m.deadline_missed[body]));
         header(sb, "lockbox_http_requests_total", "counter",
                "HTTP requests answered, by route and status code.");
         for (size_t r = 0; r < N_ROUTES; r++)

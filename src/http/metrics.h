@@ -35,6 +35,8 @@ void metrics_run(int lang, const char *status, const char *syscall, bool warm,
                  uint64_t queue_us, uint64_t run_us);
 /* A connection refused because a sandbox run opened it. */
 void metrics_refused_run_connection(void);
+/* A connection closed for sending its headers (or its body) too slowly. */
+void metrics_deadline_missed(bool body);
 /* Runs waiting for a worker slot. */
 void metrics_queued(int delta);
 

@@ -23,6 +23,7 @@
 #include "base/trace.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "http/deadline.h"
 #include "http/metrics.h"
 #include "http/peer.h"
 #include "http/result.h"
@@ -64,7 +65,8 @@ static size_t body_limit(const struct config *cfg, const struct route *r)
 struct listener {
         struct http_state *st;
         bool metrics_only;
-        unsigned port; /* the one it listens on */
+        unsigned port;               /* the one it listens on */
+        struct deadlines *deadlines; /* shared by both listeners, or NULL */
 };
 
 struct request {
@@ -244,6 +246,17 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
         return send_reply(conn, rq, rep, false);
 }
 
+/* The connection's deadline (see deadline.h) from now: seconds, 0 none. */
+static void arm(const struct listener *l, struct MHD_Connection *conn, enum deadline_phase phase,
+                int seconds)
+{
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (l->deadlines && ci && ci->socket_context)
+                deadline_watch_arm(l->deadlines, ci->socket_context, phase,
+                                   (int64_t)seconds * 1000);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -261,6 +274,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 trace_from_header(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                               "traceparent"),
                                   &rq->trace);
+                arm(l, conn, DEADLINE_BODY, st->cfg->body_timeout);
                 return first_call(l, conn, rq, method, url);
         }
         if (rq->answered) {
@@ -279,6 +293,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 *upload_data_size = 0;
                 return MHD_YES;
         }
+        arm(l, conn, DEADLINE_NONE, 0);
         return final_call(st, conn, rq);
 }
 
@@ -302,6 +317,29 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         strbuf_free(&rq->body);
         free(rq);
         *req_cls = NULL;
+        /* kept alive: the client may stay idle for connection_timeout
+         * (libmicrohttpd's), then its next request's headers are due */
+        arm(l, conn, DEADLINE_HEADERS, l->st->cfg->connection_timeout + l->st->cfg->header_timeout);
+}
+
+/* Every connection gets its deadline watch; its first request's headers
+ * are due header_timeout after the accept. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+        const struct listener *l = cls;
+        if (!l->deadlines)
+                return;
+        if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+                deadline_watch_remove(l->deadlines, TAKE_PTR(*socket_context));
+                return;
+        }
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci)
+                return;
+        *socket_context = deadline_watch_add(l->deadlines, ci->connect_fd);
+        arm(l, conn, DEADLINE_HEADERS, l->st->cfg->header_timeout);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -339,7 +377,8 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
                 MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_END);
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_END);
 }
 
 /* Requests in flight finish (each run is bounded by worker_timeout);
@@ -451,13 +490,17 @@ int http_server_run(const struct http_server_opts *o)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL); /* MHD's threads inherit it */
         signal(SIGPIPE, SIG_IGN);
-        struct listener api = {&st, false, (unsigned)o->cfg->port},
-                        metrics = {&st, true, listen_port(o->metrics_fd)};
+        struct deadlines *deadlines = deadlines_start();
+        if (!deadlines)
+                log_warn(NULL, "http.deadlines_off", "error=%s", log_q(strerror(errno)));
+        struct listener api = {&st, false, (unsigned)o->cfg->port, deadlines},
+                        metrics = {&st, true, listen_port(o->metrics_fd), deadlines};
         struct MHD_Daemon *d = start_daemon(&api, o->listen_fd), *md = NULL;
         if (d && o->metrics_fd >= 0 && !(md = start_daemon(&metrics, o->metrics_fd)))
                 MHD_stop_daemon(TAKE_PTR(d));
         if (!d) {
                 log_error(NULL, "http.start_failed", "error=%s", log_q(strerror(errno)));
+                deadlines_stop(deadlines);
                 return 1;
         }
         log_info(NULL, "http.listening", "listen=%s port=%d metrics=%s", o->cfg->listen,
@@ -474,6 +517,7 @@ int http_server_run(const struct http_server_opts *o)
         MHD_stop_daemon(d);
         if (md)
                 MHD_stop_daemon(md);
+        deadlines_stop(deadlines);
         sem_destroy(&st.workers);
         dns_relay_stop(relay);
         log_info(NULL, "http.stopped", "%s", "");

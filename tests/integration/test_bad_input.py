@@ -506,3 +506,138 @@ def test_one_address_cannot_take_every_connection(lockboxd_factory):
     finally:
         for s in held:
             s.close()
+
+
+# ------------------------------------------------- deadlines for slow clients
+
+def closed_by_server(s, within):
+    """True if the server ends the connection within `within` seconds
+    (EOF or reset), reading and dropping whatever it sends first."""
+    s.settimeout(within)
+    try:
+        while s.recv(4096):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def drip(socks, data, every, stop):
+    """Send data one byte at a time to every socket, a byte each `every`
+    seconds (each byte resets an idle timeout), until stop is set."""
+    i = 0
+    while not stop.wait(every):
+        for s in list(socks):
+            try:
+                s.send(data[i % len(data):i % len(data) + 1])
+            except OSError:
+                socks.remove(s)
+        i += 1
+
+
+def deadline_closed(d, phase):
+    import re
+    text = d.new_session().get(d.url("/metrics"), timeout=scaled(5)).text
+    m = re.search(r'^lockbox_http_deadline_closed_total\{phase="%s"\} (\d+)' % phase, text, re.M)
+    assert m, text[:2000]
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_a_trickling_request_is_cut_at_its_deadline(lockboxd_factory, phase):
+    """server.header_timeout / server.body_timeout: a client that sends a
+    byte every 0.2 s never trips the idle timeout (30 s), but its request
+    must arrive in full within the deadline (1 s), or it is disconnected."""
+    d = lockboxd_factory(server={"connection_timeout": 30, "header_timeout": 1,
+                                 "body_timeout": 1})
+    body = b'{"language":"python3","code":"print(1)"}' + b" " * 200
+    req = raw_post("/v1/sandbox/run", body)
+    head, rest = req[:req.index(b"\r\n\r\n") + 4], body
+    s = socket.create_connection(("127.0.0.1", d.port))
+    stop = threading.Event()
+    socks = [s]
+    if phase == "headers":
+        s.sendall(head[:20])
+        feeder = threading.Thread(target=drip, args=(socks, head[20:], 0.2, stop))
+    else:
+        s.sendall(head + rest[:5])
+        feeder = threading.Thread(target=drip, args=(socks, rest[5:], 0.2, stop))
+    t0 = time.monotonic()
+    feeder.start()
+    try:
+        assert closed_by_server(s, scaled(6)), f"a trickling {phase} was never cut"
+        waited = time.monotonic() - t0
+        assert 0.7 <= waited < scaled(3), f"cut after {waited:.1f} s (deadline 1 s)"
+    finally:
+        stop.set()
+        feeder.join()
+        s.close()
+    assert deadline_closed(d, phase) == 1
+    d.assert_serving()
+
+
+def test_deadlines_spare_kept_alive_clients(lockboxd_factory):
+    """A keep-alive client (Dify's HTTP client keeps its connections) that
+    stays idle longer than header_timeout between requests, and sends a
+    large body at full speed, is served on the same connection."""
+    d = lockboxd_factory(server={"connection_timeout": 5, "header_timeout": 1,
+                                 "body_timeout": 1})
+    code = "print('kept')\n#" + "x" * (4 << 20)
+    body = json.dumps({"language": "python3", "code": code}).encode()
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=scaled(20))
+    try:
+        for i in range(2):
+            if i:
+                time.sleep(2.5)  # idle: longer than header_timeout, shorter than the idle limit
+            s.sendall(raw_post("/v1/sandbox/run", body, close=False))
+            got = b""
+            while b"\r\n\r\n" not in got or not got.rstrip().endswith(b"}"):
+                chunk = s.recv(65536)
+                assert chunk, f"request {i}: the server closed the connection: {got!r}"
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200"), got[:300]
+            assert b'"stdout":"kept\\n"' in got, got[-300:]
+    finally:
+        s.close()
+    assert deadline_closed(d, "headers") == deadline_closed(d, "body") == 0
+
+
+def test_slowloris_from_one_address_leaves_the_service_up(lockboxd_factory):
+    """270 connections from one address (127.0.0.2) send their headers a
+    byte at a time, fast enough never to be idle: the per-address limit
+    refuses those past it, the header deadline (2 s) ends the others, and
+    meanwhile /health and an authenticated run on another address answer
+    within a second or two."""
+    d = lockboxd_factory(server={"header_timeout": 2})
+    d.assert_serving()
+    req = b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 200 + b"\r\n\r\n"
+    socks, stop = [], threading.Event()
+    try:
+        for _ in range(270):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", d.port))
+            s.sendall(req[:1])
+            socks.append(s)
+        feeder = threading.Thread(target=drip, args=(list(socks), req[1:], 0.3, stop))
+        feeder.start()
+        time.sleep(0.5)
+        sess = d.new_session()
+        t0 = time.monotonic()
+        r = sess.get(d.url("/health"), timeout=scaled(5))
+        assert (r.status_code, r.text) == (200, '"ok"')
+        r = sess.post(d.url("/v1/sandbox/run"), timeout=scaled(10),
+                      json={"language": "python3", "code": "print(6*7)"})
+        assert r.json()["data"]["stdout"] == "42\n", r.text
+        assert time.monotonic() - t0 < scaled(2.5)
+        # every connection of the attacker is gone soon after the deadline
+        still_open = [s for s in socks if not closed_by_server(s, scaled(4))]
+        assert not still_open, f"{len(still_open)} trickling connections were never cut"
+    finally:
+        stop.set()
+        for s in socks:
+            s.close()
+    assert deadline_closed(d, "headers") >= 100
+    d.assert_serving()
