@@ -191,7 +191,7 @@ bool config_warm(const struct config *cfg)
 static int check_uid_pool(struct loader *L)
 {
         const struct config *c = &L->cfg;
-        int64_t pool = (int64_t)c->uid_max - c->uid_min + 1;
+        int64_t pool = config_run_uids(c);
         int64_t armed = config_warm(c) ? (int64_t)c->python_pool + c->nodejs_pool : 0;
         if (pool >= c->max_workers + armed)
                 return 0;
@@ -200,7 +200,8 @@ static int check_uid_pool(struct loader *L)
         return loader_fail(L, -EINVAL, origin_of(L, blame), blame,
                            "max_workers is %d and the warm pools hold %" PRId64 " but the UID "
                            "pool jail.uid_min..jail.uid_max (%d..%d) holds only %" PRId64
-                           "; each concurrent run and armed process needs its own UID",
+                           " for runs (its last UID is pip's); each concurrent run and armed "
+                           "process needs its own UID",
                            c->max_workers, armed, c->uid_min, c->uid_max, pool);
 }
 

@@ -113,6 +113,17 @@ void config_free(struct config *cfg);
 bool config_net_namespace(const struct config *cfg);
 /* warm.mode is "warm". */
 bool config_warm(const struct config *cfg);
+/* The last UID of jail.uid_min..uid_max is the dependency installer's
+ * (pip's, UID and GID alike): never a run's, never server.user's. Runs
+ * get the ones before it, config_run_uids() of them. */
+static inline int config_installer_uid(const struct config *cfg)
+{
+        return cfg->uid_max;
+}
+static inline int config_run_uids(const struct config *cfg)
+{
+        return cfg->uid_max - cfg->uid_min;
+}
 /* Print every key with its effective value (key redacted) in YAML form. */
 void config_dump(const struct config *cfg, FILE *out);
 /* Markdown table of every key, for docs/CONFIG.md. */

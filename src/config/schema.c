@@ -315,8 +315,8 @@ const struct schema_row schema_rows[] = {
         INT("jail.uid_min", uid_min, "10000", 1000, 2000000000, NULL,
             "First UID of the pool runs execute as."),
         INT("jail.uid_max", uid_max, "10999", 1000, 2000000000, NULL,
-            "Last UID of the pool; at least jail.uid_min, and the pool must hold "
-            "max_workers UIDs."),
+            "Last UID of the pool. It is the dependency installer's (pip runs as it, never a "
+            "run); the UIDs before it are the runs': at least max_workers plus the warm pools."),
         LIST("jail.extra_ro_paths", schema_type_strlist, extra_ro_paths, n_extra_ro_paths,
              check_ro_path, NULL,
              "Extra absolute paths bound read-only into the jail (environment: "
@@ -372,7 +372,7 @@ const struct schema_row schema_rows[] = {
             "read-only at /opt/lockbox/python, at the end of sys.path."),
         STR("dependencies.wheel_dir", wheel_dir, "", check_optional_absolute, NULL,
             "Directory of wheels for air-gapped hosts: pip installs from it alone "
-            "(--no-index --find-links); it must be readable by server.user (checked at "
+            "(--no-index --find-links); it must be readable by pip, which runs as jail.uid_max (checked at "
             "start-up). Empty: pip uses python_pip_mirror_url or PyPI."),
         BOOL("dependencies.allow_source_builds", source_builds, "false", NULL,
              "Let pip build packages from source (runs their setup code, as the install "

@@ -1,7 +1,9 @@
 /* The Python dependency layer (SPEC section 6): packages named in the
  * requirements file, installed by pip into a directory of their own under
  * dependencies.layer_dir, never into the system Python. Installs run in the
- * background as the unprivileged server.user, wheels only unless allowed
+ * background as an unprivileged UID of their own (the last of the jail's
+ * range, config_installer_uid: not server.user, the HTTP process's, which
+ * can ask for installs), wheels only unless allowed
  * otherwise; a finished layer is made root's and read-only, and `current`
  * switches to it atomically. Runs bind the layer that was current when they
  * started, read-only, at /opt/lockbox/python; a layer no run uses any more
@@ -15,7 +17,7 @@
 #include <grp.h>
 #include <jansson.h>
 #include <linux/mount.h>
-#include <pwd.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,23 +415,27 @@ static bool passed_to_pip(const char *entry)
         return false;
 }
 
-/* The child: server.user, no privileges, in the staging directory. */
+/* The child: the installer's UID, no privileges, in the staging directory. */
 static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
 {
         struct deps *d = j->deps;
         const struct config *c = j->cfg;
-        char home[4096];
+        /* pip's temporary files go into its HOME, in the staging tree: a
+         * killed install leaves nothing in the host's /tmp */
+        char home[4096], tmp[4096];
         snprintf(home, sizeof(home), "HOME=%s/.home", staging);
+        snprintf(tmp, sizeof(tmp), "TMPDIR=%s/.home", staging);
         size_t n_environ = 0;
         for (char **e = environ; e && *e; e++)
                 n_environ++;
-        char **envp = calloc(n_environ + 6, sizeof(char *));
+        char **envp = calloc(n_environ + 7, sizeof(char *));
         if (!envp)
                 _exit(126);
         size_t ne = 0;
         envp[ne++] = (char *)"PATH=/usr/local/bin:/usr/bin:/bin";
         envp[ne++] = (char *)"LANG=C.UTF-8";
         envp[ne++] = home;
+        envp[ne++] = tmp;
         char hp[600], sp[600];
         if (*c->proxy_http && snprintf(hp, sizeof(hp), "HTTP_PROXY=%s", c->proxy_http) > 0)
                 envp[ne++] = hp;
@@ -454,15 +460,30 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         _exit(127);
 }
 
+static volatile pid_t pip_pid;
+
+static void kill_pip(int sig)
+{
+        (void)sig;
+        kill(pip_pid, SIGKILL);
+}
+
 /* pip runs as PID 1 of a namespace of its own: when it ends, the kernel
  * kills whatever it left behind (a source build's daemon, say), so nothing
- * running as server.user can touch the layer while it is sealed. This
- * process waits and passes pip's status on. */
+ * running as the installer's UID can touch the layer while it is sealed. This
+ * process waits and passes pip's status on. The jailer stops an install
+ * with SIGTERM to this process, which kills pip and reaps it: were this
+ * process killed first, pip would die an orphan, left to the host's init
+ * to reap (a zombie of the installer's UID for as long as that takes). */
 static _Noreturn void pip_reaper(struct jailer *j, int out, const char *staging)
 {
         /* the jailer's descriptors (runs' pipes, channels) are not pip's to
          * hold open */
         fd_close_all_except(3, &out, 1);
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigprocmask(SIG_BLOCK, &term, NULL);
         if (unshare(CLONE_NEWPID) < 0)
                 _exit(126);
         pid_t pid = fork();
@@ -470,6 +491,9 @@ static _Noreturn void pip_reaper(struct jailer *j, int out, const char *staging)
                 _exit(126);
         if (pid == 0)
                 pip_child(j, out, staging);
+        pip_pid = pid;
+        sigaction(SIGTERM, &(struct sigaction){.sa_handler = kill_pip}, NULL);
+        sigprocmask(SIG_UNBLOCK, &term, NULL); /* (the jailer's signalfd blocks it) */
         int status = 0;
         if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0)
                 _exit(126);
@@ -480,7 +504,7 @@ static _Noreturn void pip_reaper(struct jailer *j, int out, const char *staging)
 
 /* layer-<ms>/ for pip's --target, and in it .home/ (pip's HOME, holding a
  * copy of the requirements: the file itself need not be readable by
- * server.user), both server.user's until the layer is sealed. */
+ * the installer), both the installer's until the layer is sealed. */
 static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
 {
         struct timespec ts;
@@ -660,7 +684,7 @@ void deps_on_tick(struct jailer *j)
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 if (now.tv_sec - d->job_started.tv_sec >= j->cfg->install_timeout && !d->timed_out) {
                         d->timed_out = true;
-                        syscall(SYS_pidfd_send_signal, d->pidfd, SIGKILL, NULL, 0);
+                        syscall(SYS_pidfd_send_signal, d->pidfd, SIGTERM, NULL, 0);
                 }
                 return;
         }
@@ -754,10 +778,10 @@ static int check_wheel_dir(const struct deps *d, const struct config *c, char *e
             WEXITSTATUS(status) != 1)
                 return 0;
         snprintf(err, errlen,
-                 "dependencies.wheel_dir %s cannot be read by server.user '%s' (uid %u), which "
-                 "runs pip: make it and every directory above it readable and searchable by "
-                 "that account (chmod o+rx, or chgrp to its group)",
-                 c->wheel_dir, c->user, (unsigned)d->uid);
+                 "dependencies.wheel_dir %s cannot be read by pip, which runs as uid %u "
+                 "(jail.uid_max, an identity of its own, in no group): make it and every "
+                 "directory above it readable and searchable by others (chmod o+rx)",
+                 c->wheel_dir, (unsigned)d->uid);
         return -EACCES;
 }
 
@@ -769,9 +793,8 @@ int deps_init(struct jailer *j, char *err, size_t errlen)
                 return -ENOMEM;
         *d = (struct deps){.pidfd = -1, .out = -1, .dirfd = -1};
         j->deps = d;
-        struct passwd *pw = getpwnam(c->user);
-        d->uid = pw ? pw->pw_uid : 65534;
-        d->gid = pw ? pw->pw_gid : 65534;
+        d->uid = (uid_t)config_installer_uid(c);
+        d->gid = (gid_t)config_installer_uid(c);
         if (!(d->dir = strdup(c->layer_dir)) || asprintf(&d->status_path, "%s/status.json", d->dir) < 0)
                 return -ENOMEM;
         if (check_wheel_dir(d, c, err, errlen) < 0)
@@ -812,7 +835,11 @@ void deps_free(struct jailer *j)
         if (!d)
                 return;
         if (d->pid > 0) {
-                syscall(SYS_pidfd_send_signal, d->pidfd, SIGKILL, NULL, 0);
+                /* the reaper kills and reaps pip (see pip_reaper); killed
+                 * itself only if it has not ended a few seconds later */
+                syscall(SYS_pidfd_send_signal, d->pidfd, SIGTERM, NULL, 0);
+                if (poll(&(struct pollfd){d->pidfd, POLLIN, 0}, 1, 5000) <= 0)
+                        syscall(SYS_pidfd_send_signal, d->pidfd, SIGKILL, NULL, 0);
                 waitpid(d->pid, NULL, 0);
         }
         if (d->staging)

@@ -160,7 +160,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         *j = (struct jailer){.cfg = cfg, .epfd = -1, .sigfd = -1, .ctrl = -1, .http_pidfd = -1,
                              .tickfd = -1, .log_sock = -1};
         int r = cgroup_root_open(&j->cg);
-        if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min, (uid_t)cfg->uid_max, &j->uids)) < 0)
+        if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min,
+                                          (uid_t)config_installer_uid(cfg) - 1, &j->uids)) < 0)
                 snprintf(err, errlen, "uid pool %d-%d: %s", cfg->uid_min, cfg->uid_max,
                          strerror(-r));
         if (r == 0)

@@ -223,7 +223,7 @@ void warm_on_gone(struct jailer *j, struct run *run)
 /* Whether the UID range leaves any UID for armed runs at all. */
 static bool can_arm(const struct jailer *j)
 {
-        return j->cfg->uid_max - j->cfg->uid_min + 1 > j->cfg->max_workers;
+        return config_run_uids(j->cfg) > j->cfg->max_workers;
 }
 
 void warm_publish(struct jailer *j)
@@ -253,7 +253,7 @@ void warm_publish(struct jailer *j)
 /* Armed runs never take the UIDs that requests could still need. */
 static bool uid_to_spare(struct jailer *j)
 {
-        unsigned size = (unsigned)(j->cfg->uid_max - j->cfg->uid_min + 1);
+        unsigned size = (unsigned)config_run_uids(j->cfg);
         unsigned reserved = (unsigned)j->cfg->max_workers - j->n_active;
         return uidpool_in_use(j->uids) + reserved < size;
 }

@@ -350,12 +350,25 @@ class Index(http.server.ThreadingHTTPServer):
         self.hold = threading.Event()
         self.hold.set()
         self.hits = []
+        self.client_uids = set()  # owners of the client sockets, from /proc/net/tcp
         super().__init__(("127.0.0.1", 0), IndexHandler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
     def url(self):
         return f"http://127.0.0.1:{self.server_address[1]}/simple/"
+
+
+def socket_owner(ip, port, server_port):
+    """The UID owning the loopback TCP socket ip:port connected to
+    server_port, as the kernel lists it (None if not found)."""
+    want = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == want and fields[2].endswith(f":{server_port:04X}"):
+                return int(fields[7])
+    return None
 
 
 class IndexHandler(http.server.BaseHTTPRequestHandler):
@@ -366,6 +379,7 @@ class IndexHandler(http.server.BaseHTTPRequestHandler):
         srv = self.server
         srv.hold.wait(60)
         srv.hits.append(self.path)
+        srv.client_uids.add(socket_owner(*self.client_address[:2], srv.server_address[1]))
         m = re.match(r"^/simple/([a-z0-9-]+)/$", self.path)
         files = sorted(os.listdir(srv.wheel_dir))
         if m:
@@ -414,6 +428,9 @@ def test_http_mirror_and_background_install(lockboxd_factory, wheels):
         assert ready_deps(wait_ready(d)) == "ok"
         assert show(d) == ["2.0", LAYER]
         assert "/simple/demo-alpha/" in index.hits
+        # pip ran as the installer's UID (jail.uid_max): neither server.user
+        # (the HTTP process's account, which can ask for installs) nor root
+        assert index.client_uids == {d.uid_max}, index.client_uids
     finally:
         index.hold.set()
         index.shutdown()

@@ -422,6 +422,6 @@ def test_refuses_a_wheel_dir_pip_cannot_read(tmp_path):
     rc, err = start_fails(["--config", cfg])
     assert rc == 1
     assert err.strip().splitlines()[-1] == (
-        f"lockboxd: dependencies.wheel_dir {wheels} cannot be read by server.user 'nobody' "
-        "(uid 65534), which runs pip: make it and every directory above it readable and "
-        "searchable by that account (chmod o+rx, or chgrp to its group)"), err
+        f"lockboxd: dependencies.wheel_dir {wheels} cannot be read by pip, which runs as uid "
+        "10999 (jail.uid_max, an identity of its own, in no group): make it and every "
+        "directory above it readable and searchable by others (chmod o+rx)"), err

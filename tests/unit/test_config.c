@@ -241,7 +241,7 @@ TEST(config_value_syntaxes)
                            "jail:\n"
                            "  hostname: box-1\n"
                            "  uid_min: 20000\n"
-                           "  uid_max: 20013\n"
+                           "  uid_max: 20014\n"
                            "  extra_ro_paths:\n"
                            "    - /opt/models\n"
                            "    - \"/srv/data set\"\n"
@@ -265,7 +265,7 @@ TEST(config_value_syntaxes)
         EXPECT_INT_EQ(c.max_body_bytes, 1024);
         EXPECT_STR_EQ(c.hostname, "box-1");
         EXPECT_INT_EQ(c.uid_min, 20000);
-        EXPECT_INT_EQ(c.uid_max, 20013);
+        EXPECT_INT_EQ(c.uid_max, 20014);
         EXPECT_INT_EQ(c.n_extra_ro_paths, 2);
         EXPECT_STR_EQ(c.extra_ro_paths[0], "/opt/models");
         EXPECT_STR_EQ(c.extra_ro_paths[1], "/srv/data set");
@@ -704,24 +704,28 @@ TEST(config_uid_cross_checks)
         EXPECT_LOAD_ERROR("jail:\n  uid_max: 10002\n", NULL,
                           "x.yaml:2:12: jail.uid_max: max_workers is 4 and the warm pools hold "
                           "6 but the UID pool jail.uid_min..jail.uid_max (10000..10002) holds "
-                          "only 3; each concurrent run and armed process needs its own UID");
+                          "only 2 for runs (its last UID is pip's); each concurrent run and armed "
+                          "process needs its own UID");
         EXPECT_LOAD_ERROR("max_workers: 8\njail:\n  uid_max: 10006\n", NULL,
                           "x.yaml:1:14: max_workers: max_workers is 8 and the warm pools hold "
                           "6 but the UID pool jail.uid_min..jail.uid_max (10000..10006) holds "
-                          "only 7; each concurrent run and armed process needs its own UID");
+                          "only 6 for runs (its last UID is pip's); each concurrent run and armed "
+                          "process needs its own UID");
         const char *env[] = {"MAX_WORKERS", "9", NULL};
         EXPECT_LOAD_ERROR("jail:\n  uid_max: 10007\n", env,
                           "env MAX_WORKERS: max_workers is 9 and the warm pools hold 6 but the "
-                          "UID pool jail.uid_min..jail.uid_max (10000..10007) holds only 8; each "
-                          "concurrent run and armed process needs its own UID");
+                          "UID pool jail.uid_min..jail.uid_max (10000..10007) holds only 7 for runs "
+                          "(its last UID is pip's); each concurrent run and armed process needs "
+                          "its own UID");
         struct config c;
-        /* four UIDs: enough for four workers once the pools are off (cold) */
+        /* five UIDs: enough for four workers and pip once the pools are
+         * off (cold) */
         EXPECT_INT_EQ(load(&c, "max_workers: 4\nwarm:\n  mode: cold\njail:\n  uid_min: 5000\n"
-                               "  uid_max: 5003\n", NULL),
+                               "  uid_max: 5004\n", NULL),
                       0);
         config_free(&c);
         EXPECT_INT_EQ(load(&c, "max_workers: 4\nwarm: {python_pool: 0, nodejs_pool: 0}\njail:\n"
-                               "  uid_min: 5000\n  uid_max: 5003\n", NULL),
+                               "  uid_min: 5000\n  uid_max: 5004\n", NULL),
                       0);
         config_free(&c);
 }
