@@ -74,6 +74,8 @@ struct config {
         char *warm_mode;         /* warm.mode: "warm" (default) or "cold" */
         int python_pool;         /* warm.python_pool: armed Python processes */
         int nodejs_pool;         /* warm.nodejs_pool: armed Node.js processes */
+        int zygote_max_runs;     /* warm.zygote_max_runs: 0 = no limit */
+        int64_t zygote_max_age;  /* warm.zygote_max_age, seconds: 0 = no limit */
         char **python_preload;   /* warm.python_preload: modules the zygote imports */
         size_t n_python_preload;
 

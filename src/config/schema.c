@@ -190,22 +190,26 @@ static int check_ip(const char *v, struct schema_error *e)
 /* One macro per row shape keeps the table one entry per key. */
 /* clang-format off */
 #define FIELD(f) .offset = offsetof(struct config, f)
+/* the field's C type must be the one the row's type writes (compile error
+ * otherwise: a negative array size) */
+#define TYPED(f, T) .offset = offsetof(struct config, f) + 0 * sizeof(char[ \
+        __builtin_types_compatible_p(__typeof__(((struct config *)0)->f), T) ? 1 : -1])
 #define INT(key, f, d, lo, hi, env_, doc_) \
-        {.name = key, .type = &schema_type_int, FIELD(f), .def = d, .min = lo, .max = hi, \
+        {.name = key, .type = &schema_type_int, TYPED(f, int), .def = d, .min = lo, .max = hi, \
          .env = env_, .doc = doc_}
 #define SIZE(key, f, d, lo, hi, doc_) \
-        {.name = key, .type = &schema_type_size, FIELD(f), .def = d, .min = lo, .max = hi, \
+        {.name = key, .type = &schema_type_size, TYPED(f, int64_t), .def = d, .min = lo, .max = hi, \
          .doc = doc_}
 #define DURATION(key, f, d, lo, hi, env_, doc_) \
-        {.name = key, .type = &schema_type_duration, FIELD(f), .def = d, .min = lo, \
+        {.name = key, .type = &schema_type_duration, TYPED(f, int64_t), .def = d, .min = lo, \
          .max = hi, .env = env_, .doc = doc_}
 #define BOOL(key, f, d, env_, doc_) \
-        {.name = key, .type = &schema_type_bool, FIELD(f), .def = d, .env = env_, .doc = doc_}
+        {.name = key, .type = &schema_type_bool, TYPED(f, bool), .def = d, .env = env_, .doc = doc_}
 #define STR(key, f, d, chk, env_, doc_) \
-        {.name = key, .type = &schema_type_string, FIELD(f), .def = d, .check = chk, \
+        {.name = key, .type = &schema_type_string, TYPED(f, char *), .def = d, .check = chk, \
          .env = env_, .doc = doc_}
 #define SECRET(key, f, d, chk, env_, doc_) \
-        {.name = key, .type = &schema_type_string, FIELD(f), .def = d, .check = chk, \
+        {.name = key, .type = &schema_type_string, TYPED(f, char *), .def = d, .check = chk, \
          .env = env_, .flags = SCHEMA_SECRET, .doc = doc_}
 #define LIST(key, type_, f, nf, chk, env_, doc_) \
         {.name = key, .type = &type_, FIELD(f), \
@@ -356,6 +360,12 @@ const struct schema_row schema_rows[] = {
             "Armed Python processes kept waiting for code (warm mode); each holds a UID."),
         INT("warm.nodejs_pool", nodejs_pool, "2", 0, 64, NULL,
             "Armed Node.js processes kept waiting for code (warm mode); each holds a UID."),
+        INT("warm.zygote_max_runs", zygote_max_runs, "10000", 0, 100000000, NULL,
+            "Python runs one zygote serves before a fresh one replaces it (0: no limit). Warm "
+            "runs of one zygote share its address-space layout and pointer guard; a "
+            "replacement is started and ready before the old zygote retires."),
+        DURATION("warm.zygote_max_age", zygote_max_age, "1h", 0, 30 * 24 * 3600, NULL,
+                 "How long one zygote serves before a fresh one replaces it (0: no limit)."),
         LISTDEF("warm.python_preload", schema_type_strlist, python_preload, n_python_preload,
                 "json,base64,re,datetime,math,random,collections,typing,requests,httpx,jinja2",
                 check_module, NULL,

@@ -563,8 +563,8 @@ static int start_pip(struct jailer *j, const struct strbuf *reqs)
         strbuf_init(&d->log, PIP_LOG_MAX);
         clock_gettime(CLOCK_MONOTONIC, &d->job_started);
         d->timed_out = false;
-        d->w_out = (struct watch){W_DEPS_OUT, NULL};
-        d->w_exit = (struct watch){W_DEPS_EXIT, NULL};
+        d->w_out = (struct watch){.kind = W_DEPS_OUT};
+        d->w_exit = (struct watch){.kind = W_DEPS_EXIT};
         if ((r = jailer_watch(j, d->out, &d->w_out)) < 0 ||
             (r = jailer_watch(j, d->pidfd, &d->w_exit)) < 0)
                 kill(pid, SIGKILL);

@@ -44,6 +44,7 @@ enum watch_kind {
 struct watch {
         enum watch_kind kind;
         struct run *run;
+        struct zygote *zygote; /* W_ZYGOTE, W_ZYGOTE_EXIT */
 };
 
 struct pool;
@@ -95,7 +96,10 @@ struct jailer {
         struct lang_slot langs[3]; /* by enum proto_language */
         struct uidpool *uids;
         struct cgroup_root *cg;
-        struct zygote *zygote;
+        /* the Python zygote serving SPAWNs; while it is replaced
+         * (warm.zygote_max_runs/_max_age), the one starting to take over
+         * and the one retiring */
+        struct zygote *zygote, *zygote_next, *zygote_old;
         struct deps *deps;
         struct shared_stats *stats; /* published for the HTTP process */
         struct net *net;            /* namespace mode with network: the runs' network */
@@ -158,8 +162,8 @@ void warm_publish(struct jailer *j);
 /* Zygote: ask for a warm child for run (its fds in fds[]); 0 or -errno. */
 int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds);
 bool zygote_up(const struct jailer *j);
-void zygote_on_message(struct jailer *j);
-void zygote_on_exit(struct jailer *j);
+void zygote_on_message(struct jailer *j, struct zygote *z);
+void zygote_on_exit(struct jailer *j, struct zygote *z);
 void warm_on_tick(struct jailer *j);
 void warm_stop(struct jailer *j);
 /* Kill the armed runs of a language (they hold a stale layer); refilled. */

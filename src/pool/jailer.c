@@ -103,9 +103,9 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
                 snprintf(err, errlen, "seccomp notifications are not supported by this kernel");
                 return -ENOTSUP;
         }
-        j->w_sig = (struct watch){W_SIGNAL, NULL};
-        j->w_tick = (struct watch){W_TICK, NULL};
-        j->w_net = (struct watch){W_NET_REFUSED, NULL};
+        j->w_sig = (struct watch){.kind = W_SIGNAL};
+        j->w_tick = (struct watch){.kind = W_TICK};
+        j->w_net = (struct watch){.kind = W_NET_REFUSED};
         int r = jailer_watch(j, j->sigfd, &j->w_sig);
         if (r == 0 && j->net && net_refusal_fd(j->net) >= 0)
                 r = jailer_watch(j, net_refusal_fd(j->net), &j->w_net);
@@ -668,10 +668,10 @@ static void dispatch(struct jailer *j, const struct epoll_event *ev)
                 on_tick(j);
                 break;
         case W_ZYGOTE:
-                zygote_on_message(j);
+                zygote_on_message(j, w->zygote);
                 break;
         case W_ZYGOTE_EXIT:
-                zygote_on_exit(j);
+                zygote_on_exit(j, w->zygote);
                 break;
         case W_DEPS_OUT:
                 deps_on_output(j);
@@ -723,8 +723,8 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         j->log_sock = log_sock;
         j->http_pid = http_pid;
         j->http_pidfd = (int)syscall(SYS_pidfd_open, http_pid, 0);
-        j->w_ctrl = (struct watch){W_CTRL, NULL};
-        j->w_http = (struct watch){W_HTTP, NULL};
+        j->w_ctrl = (struct watch){.kind = W_CTRL};
+        j->w_http = (struct watch){.kind = W_HTTP};
         if (j->http_pidfd < 0 || jailer_watch(j, ctrl_fd, &j->w_ctrl) < 0 ||
             jailer_watch(j, j->http_pidfd, &j->w_http) < 0 || warm_init(j, err, sizeof(err)) < 0) {
                 log_error(NULL, "jailer.start_failed", "error=%s",

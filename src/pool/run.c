@@ -204,7 +204,7 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
                 return r;
         run->pid = st.pid;
         run->pidfd = st.pidfd;
-        run->w_pidfd = (struct watch){W_PIDFD, run};
+        run->w_pidfd = (struct watch){.kind = W_PIDFD, .run = run};
         if ((r = jailer_watch(j, run->pidfd, &run->w_pidfd)) < 0) {
                 syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
                 waitpid(run->pid, NULL, 0);
@@ -215,10 +215,10 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
 
 static int watch_run(struct jailer *j, struct run *run)
 {
-        run->w_chan = (struct watch){W_CHAN, run};
-        run->w_timer = (struct watch){W_TIMER, run};
-        run->w_listener = (struct watch){W_LISTENER, run};
-        run->w_sync = (struct watch){W_SYNC, run};
+        run->w_chan = (struct watch){.kind = W_CHAN, .run = run};
+        run->w_timer = (struct watch){.kind = W_TIMER, .run = run};
+        run->w_listener = (struct watch){.kind = W_LISTENER, .run = run};
+        run->w_sync = (struct watch){.kind = W_SYNC, .run = run};
         int r = jailer_watch(j, run->sync, &run->w_sync);
         if (r == 0)
                 r = jailer_watch(j, run->timerfd, &run->w_timer);
@@ -353,7 +353,7 @@ static void start_program(struct jailer *j, struct run *run)
         run->err_r = safe_close(run->err_r);
         run->state = RUN_ACTIVE;
         clock_gettime(CLOCK_MONOTONIC, &run->start);
-        run->w_report = (struct watch){W_REPORT, run};
+        run->w_report = (struct watch){.kind = W_REPORT, .run = run};
         if (r < 0 || arm_timer(run, j->cfg->worker_timeout) < 0 ||
             (run->report_r >= 0 && jailer_watch(j, run->report_r, &run->w_report) < 0))
                 run_kill(run, REASON_NONE); /* nobody to run it for */

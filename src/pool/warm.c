@@ -50,6 +50,9 @@ struct zygote {
         pid_t pid;
         int pidfd, sock;
         bool ready, disabled;
+        bool retiring; /* replaced: serves no more SPAWNs, killed once none is pending */
+        unsigned runs; /* SPAWNs it was sent */
+        struct timespec ready_at, rotate_after;
         struct watch w_sock, w_exit;
         struct run *head, *tail; /* runs waiting for SPAWNED, in order */
         unsigned failures;
@@ -415,9 +418,8 @@ static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, in
         _exit(127);
 }
 
-static int zygote_start(struct jailer *j)
+static int zygote_start(struct jailer *j, struct zygote *z)
 {
-        struct zygote *z = j->zygote;
         int sv[2] = {-1, -1}, f0 = filter_memfd(&j->langs[LANG_PYTHON3].filter[0]);
         int f1 = filter_memfd(&j->langs[LANG_PYTHON3].filter[1]);
         _cleanup_free_ char **argv = zygote_argv(j);
@@ -445,8 +447,8 @@ static int zygote_start(struct jailer *j)
         }
         z->pid = pid;
         z->sock = sv[0];
-        z->w_sock = (struct watch){W_ZYGOTE, NULL};
-        z->w_exit = (struct watch){W_ZYGOTE_EXIT, NULL};
+        z->w_sock = (struct watch){.kind = W_ZYGOTE, .zygote = z};
+        z->w_exit = (struct watch){.kind = W_ZYGOTE_EXIT, .zygote = z};
         if ((r = jailer_watch(j, z->sock, &z->w_sock)) < 0 ||
             (r = jailer_watch(j, z->pidfd, &z->w_exit)) < 0) {
                 zygote_kill(z);
@@ -488,6 +490,7 @@ int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds
         int r = channel_send(z->sock, &m, sizeof(m), fds, n_fds);
         if (r < 0)
                 return r;
+        z->runs++;
         run->zygote_next = NULL;
         if (z->tail)
                 z->tail->zygote_next = run;
@@ -510,12 +513,14 @@ static struct run *zygote_pop(struct zygote *z)
 }
 
 
-static void on_spawned(struct jailer *j, const struct zygote_reply *m)
+static void on_spawned(struct jailer *j, struct zygote *z, const struct zygote_reply *m)
 {
-        struct run *run = zygote_pop(j->zygote);
+        struct run *run = zygote_pop(z);
+        if (z->retiring && !z->head)
+                zygote_kill(z); /* its last child is born */
         if (!run) {
                 log_error(NULL, "zygote.protocol", "error=\"SPAWNED with nothing asked\"");
-                zygote_kill(j->zygote);
+                zygote_kill(z);
                 return;
         }
         if (m->pid <= 0) {
@@ -528,7 +533,7 @@ static void on_spawned(struct jailer *j, const struct zygote_reply *m)
         /* Our child now (CLONE_PARENT): a zombie until we reap it, so the
          * pid cannot be reused before pidfd_open. */
         run->pidfd = (int)syscall(SYS_pidfd_open, run->pid, 0);
-        run->w_pidfd = (struct watch){W_PIDFD, run};
+        run->w_pidfd = (struct watch){.kind = W_PIDFD, .run = run};
         if (run->pidfd < 0 || jailer_watch(j, run->pidfd, &run->w_pidfd) < 0) {
                 kill(run->pid, SIGKILL);
                 snprintf(run->failure, sizeof(run->failure), "pidfd: %s", strerror(errno));
@@ -538,9 +543,73 @@ static void on_spawned(struct jailer *j, const struct zygote_reply *m)
                 run_kill(run, REASON_NONE); /* asked for while we waited */
 }
 
-void zygote_on_message(struct jailer *j)
+static int64_t ms_between(const struct timespec *a, const struct timespec *b)
+{
+        return (b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* Why the serving zygote should be replaced now, or NULL. */
+static const char *rotation_due(const struct jailer *j, const struct zygote *z)
+{
+        const struct config *c = j->cfg;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (!z->ready || !due(&z->rotate_after))
+                return NULL;
+        if (c->zygote_max_runs > 0 && z->runs >= (unsigned)c->zygote_max_runs)
+                return "runs";
+        if (c->zygote_max_age > 0 && ms_between(&z->ready_at, &now) >= c->zygote_max_age * 1000LL)
+                return "age";
+        return NULL;
+}
+
+/* A replacement starts while the serving zygote goes on serving; it takes
+ * over once ready (zygote_promote). One replacement at a time. */
+static void maybe_rotate(struct jailer *j)
 {
         struct zygote *z = j->zygote;
+        const char *why;
+        if (!z || z->disabled || j->stopping || j->zygote_next || j->zygote_old ||
+            !(why = rotation_due(j, z)))
+                return;
+        struct zygote *next = calloc(1, sizeof(*next));
+        if (!next)
+                return;
+        *next = (struct zygote){.pidfd = -1, .sock = -1};
+        memcpy(next->binary, z->binary, sizeof(next->binary));
+        if (zygote_start(j, next) < 0) {
+                safe_close(next->sock);
+                safe_close(next->pidfd);
+                free(next);
+                now_plus(&z->rotate_after, 10000);
+                return;
+        }
+        j->zygote_next = next;
+        log_info(NULL, "zygote.rotating", "pid=%d runs=%u reason=%s next_pid=%d", (int)z->pid,
+                 z->runs, why, (int)next->pid);
+}
+
+/* The replacement is ready: it serves from now on; the old one is killed
+ * once the children it was asked for are born (armed runs it made live on:
+ * they are processes of their own). */
+static void zygote_promote(struct jailer *j)
+{
+        struct zygote *old = j->zygote;
+        j->zygote = TAKE_PTR(j->zygote_next);
+        log_info(NULL, "zygote.rotated", "pid=%d old_pid=%d old_runs=%u", (int)j->zygote->pid,
+                 (int)old->pid, old->runs);
+        if (!old->pid) { /* it died meanwhile */
+                free(old);
+                return;
+        }
+        old->retiring = true;
+        j->zygote_old = old;
+        if (!old->head)
+                zygote_kill(old);
+}
+
+void zygote_on_message(struct jailer *j, struct zygote *z)
+{
         while (z->sock >= 0) { /* it may have died earlier in this batch */
                 struct zygote_reply m;
                 int fd;
@@ -560,19 +629,22 @@ void zygote_on_message(struct jailer *j)
                 if (m.type == ZYGOTE_READY && !z->ready) {
                         z->ready = true;
                         z->failures = 0;
+                        clock_gettime(CLOCK_MONOTONIC, &z->ready_at);
                         log_info(NULL, "zygote.ready", "pid=%d", (int)z->pid);
+                        if (z == j->zygote_next)
+                                zygote_promote(j);
                         warm_refill(j);
                 } else if (m.type == ZYGOTE_SPAWNED) {
-                        on_spawned(j, &m);
+                        on_spawned(j, z, &m);
                 }
         }
 }
 
 /* Requests waiting on a dead zygote start cold instead: none fails. */
-static void rescue_pending(struct jailer *j)
+static void rescue_pending(struct jailer *j, struct zygote *z)
 {
         struct run *run;
-        while ((run = zygote_pop(j->zygote))) {
+        while ((run = zygote_pop(z))) {
                 int chan = TAKE_FD(run->chan);
                 char trace[PROTO_TRACE_LEN + 1], err[200] = "";
                 snprintf(trace, sizeof(trace), "%s", run->trace);
@@ -592,9 +664,8 @@ static void rescue_pending(struct jailer *j)
         }
 }
 
-void zygote_on_exit(struct jailer *j)
+void zygote_on_exit(struct jailer *j, struct zygote *z)
 {
-        struct zygote *z = j->zygote;
         int status = 0;
         if (RETRY_EINTR(waitpid(z->pid, &status, WNOHANG)) <= 0)
                 return;
@@ -604,7 +675,23 @@ void zygote_on_exit(struct jailer *j)
         bool was_ready = z->ready;
         z->ready = false;
         z->pid = 0;
-        rescue_pending(j);
+        rescue_pending(j, z);
+        if (z == j->zygote_old || z == j->zygote_next) {
+                /* retired as planned, or a replacement that died starting:
+                 * the serving one goes on, and tries again later */
+                if (z == j->zygote_next && j->zygote)
+                        now_plus(&j->zygote->rotate_after, 10000);
+                if (z != j->zygote_old || !z->retiring || !WIFSIGNALED(status) ||
+                    WTERMSIG(status) != SIGKILL)
+                        log_error(NULL, "zygote.died", "status=%d replacement=%d", status,
+                                  z == j->zygote_next);
+                if (z == j->zygote_old)
+                        j->zygote_old = NULL;
+                else
+                        j->zygote_next = NULL;
+                free(z);
+                return;
+        }
         if (WIFEXITED(status) && WEXITSTATUS(status) == ZYGOTE_EXIT_MISMATCH) {
                 z->disabled = true;
                 j->langs[LANG_PYTHON3].zygote = false;
@@ -625,30 +712,54 @@ void warm_on_tick(struct jailer *j)
 {
         struct zygote *z = j->zygote;
         if (z && !z->disabled && !z->pid && !j->stopping && due(&z->retry_at))
-                zygote_start(j);
+                zygote_start(j, z);
+        maybe_rotate(j);
         warm_refill(j);
 }
+
+/* The serving zygote, the one starting to replace it, the one retiring. */
+static struct zygote **zygotes(struct jailer *j, size_t i)
+{
+        return i == 0 ? &j->zygote : i == 1 ? &j->zygote_next : &j->zygote_old;
+}
+#define N_ZYGOTES 3
 
 /* Only the supervisor stops the zygote (at shutdown). */
 void warm_stop(struct jailer *j)
 {
-        if (j->zygote)
-                zygote_kill(j->zygote);
+        for (size_t i = 0; i < N_ZYGOTES; i++)
+                if (*zygotes(j, i))
+                        zygote_kill(*zygotes(j, i));
 }
 
 bool warm_zygote_alive(const struct jailer *j)
 {
-        return j->zygote && j->zygote->pid > 0;
+        for (size_t i = 0; i < N_ZYGOTES; i++) {
+                const struct zygote *z = *zygotes((struct jailer *)j, i);
+                if (z && z->pid > 0)
+                        return true;
+        }
+        return false;
 }
 
 bool warm_zygote_owns(const struct jailer *j, pid_t pid)
 {
-        return j->zygote && j->zygote->pid == pid;
+        for (size_t i = 0; i < N_ZYGOTES; i++) {
+                const struct zygote *z = *zygotes((struct jailer *)j, i);
+                if (z && z->pid > 0 && z->pid == pid)
+                        return true;
+        }
+        return false;
 }
 
 bool warm_spawns_pending(const struct jailer *j)
 {
-        return j->zygote && j->zygote->head;
+        for (size_t i = 0; i < N_ZYGOTES; i++) {
+                const struct zygote *z = *zygotes((struct jailer *)j, i);
+                if (z && z->head)
+                        return true;
+        }
+        return false;
 }
 
 /* lockbox-pyzygote sits next to lockboxd. */
@@ -686,7 +797,7 @@ int warm_init(struct jailer *j, char *err, size_t errlen)
                 return 0;
         }
         j->langs[LANG_PYTHON3].zygote = true;
-        zygote_start(j); /* a failed start is retried on the tick */
+        zygote_start(j, j->zygote); /* a failed start is retried on the tick */
         return 0;
 }
 
@@ -697,10 +808,13 @@ void warm_free(struct jailer *j)
                         free(j->langs[i].pool[net]);
                         j->langs[i].pool[net] = NULL;
                 }
-        if (j->zygote) {
-                safe_close(j->zygote->sock);
-                safe_close(j->zygote->pidfd);
-                free(j->zygote);
-                j->zygote = NULL;
+        for (size_t i = 0; i < N_ZYGOTES; i++) {
+                struct zygote **z = zygotes(j, i);
+                if (*z) {
+                        safe_close((*z)->sock);
+                        safe_close((*z)->pidfd);
+                        free(*z);
+                        *z = NULL;
+                }
         }
 }

@@ -204,3 +204,51 @@ def test_cold_mode_starts_every_run(lockboxd_factory):
     # the run answered at its exit report may still be dying for a moment;
     # nothing may be armed once it is gone
     assert zygote_pid(d) is None and wait_for(lambda: not armed(d), scaled(5)), armed(d)
+
+
+def zygotes(daemon):
+    return [k for k in children_of(daemon.pid)
+            if (proc_status(k) or {}).get("Name") == "lockbox-pyzygot"
+            and (proc_status(k) or {}).get("Uid", "").split()[:1] == ["0"]]
+
+
+LAYOUT = "print(hex(id(None)))"  # libpython's load address: one per zygote (ASLR at its exec)
+
+
+def test_zygote_is_replaced_after_max_runs(lockboxd_factory):
+    """warm.zygote_max_runs: warm runs of one zygote share its address-space
+    layout; after 6 runs a fresh zygote (a new layout) takes over, started
+    and ready before the old one retires: every run is served, from an
+    armed process, and the old zygote is gone."""
+    d = lockboxd_factory(warm={"mode": "warm", "python_pool": 2, "nodejs_pool": 0,
+                               "zygote_max_runs": 6})
+    assert wait_for(lambda: zygote_pid(d) and len(armed(d)) >= 2, scaled(15)), armed(d)
+    first = zygote_pid(d)
+    layouts, cold = [], 0
+    for i in range(30):
+        data = run(d, LAYOUT)
+        assert data["status"] == "ok", (i, data)
+        layouts.append(data["stdout"].strip())
+        cold += not data["warm"]
+        time.sleep(0.1)  # a second's tick notices the count
+    # (a zygote serves on while its replacement starts: how many more runs
+    # it makes meanwhile depends on the machine's speed)
+    assert len(set(layouts)) >= 2, layouts
+    assert cold <= 2, f"{cold} of 30 runs were not served warm"
+    assert "event=zygote.rotated" in d.log and "reason=runs" in d.log, d.log[-3000:]
+    assert wait_for(lambda: len(zygotes(d)) == 1 and zygote_pid(d) != first, scaled(10)), zygotes(d)
+    assert "event=zygote.died" not in d.log, d.log[-3000:]
+
+
+def test_zygote_is_replaced_after_max_age(lockboxd_factory):
+    d = lockboxd_factory(warm={"mode": "warm", "python_pool": 1, "nodejs_pool": 0,
+                               "zygote_max_age": "2s"})
+    assert wait_for(lambda: zygote_pid(d), scaled(15))
+    first = zygote_pid(d)
+    before = run(d, LAYOUT)["stdout"]
+    assert wait_for(lambda: "reason=age" in d.log and zygote_pid(d) not in (None, first)
+                    and len(zygotes(d)) == 1, scaled(15)), d.log[-3000:]
+    for _ in range(3):  # the armed process made by the old zygote goes first
+        after = run(d, LAYOUT)
+        assert after["status"] == "ok", after
+    assert after["stdout"] != before, (before, after)
