@@ -88,13 +88,14 @@ $(ZYG_OBJS): ALL_CFLAGS += $(ZYG_CFLAGS)
 $(BUILD)/lockbox-pyzygote: $(ZYG_OBJS) $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ZYG_LIBS)
 
-$(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/liblockbox.a
+# tests/unit/test_cli.c links the client's source.c and runs build/lockbox.
+$(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/src/cli/source.o $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 run: all
 	$(BUILD)/lockboxd --config $(CONFIG)
 
-unit: $(BUILD)/unit_tests
+unit: $(BUILD)/unit_tests $(BUILD)/lockbox
 	$(BUILD)/unit_tests
 
 # The suite runs against warm daemons (the default), then again cold.

@@ -79,12 +79,15 @@ void log_replace_file(int fd)
 struct out {
         char *p;
         size_t len, cap;
+        bool clipped; /* a byte did not fit */
 };
 
 static void put(struct out *o, char c)
 {
         if (o->len + 1 < o->cap)
                 o->p[o->len++] = c;
+        else
+                o->clipped = true;
 }
 
 static void put_json_char(struct out *o, unsigned char c)
@@ -115,11 +118,20 @@ static bool is_integer(const char *v, size_t n)
 
 size_t log_logfmt_to_json(const char *line, size_t len, char *out, size_t outlen)
 {
-        struct out o = {out, 0, outlen};
+        struct out o = {out, 0, outlen, false};
         const char *p = line, *end = line + len;
         bool first = true;
+        if (outlen < 3) { /* no room for "{}" and its NUL */
+                if (outlen)
+                        out[0] = '\0';
+                return 0;
+        }
         put(&o, '{');
-        while (p < end) {
+        /* End of the last pair that fit with room left for "}\0": a
+         * clipped line loses its last pairs whole, never half a string. */
+        size_t whole = o.len;
+        while (p < end && !o.clipped && o.len + 2 <= o.cap) {
+                whole = o.len;
                 while (p < end && *p == ' ')
                         p++;
                 if (p >= end)
@@ -174,13 +186,11 @@ size_t log_logfmt_to_json(const char *line, size_t len, char *out, size_t outlen
                         put(&o, '"');
                 }
         }
-        /* always a whole object, even when clipped */
-        if (o.len + 2 > o.cap)
-                o.len = o.cap >= 2 ? o.cap - 2 : 0;
-        if (o.cap >= 2)
-                o.p[o.len++] = '}';
-        if (o.len < o.cap)
-                o.p[o.len] = '\0';
+        if (!o.clipped && o.len + 2 <= o.cap)
+                whole = o.len;
+        o.len = whole;
+        o.p[o.len++] = '}';
+        o.p[o.len] = '\0';
         return o.len;
 }
 

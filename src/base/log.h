@@ -26,8 +26,10 @@ int log_reopen_file(void);
 /* Make fd the file sink (an fd received from the process that reopened
  * the file); fd is consumed. */
 void log_replace_file(int fd);
-/* The JSON line for a logfmt line (without its newline), into out;
- * exposed for unit tests. Returns the length written. */
+/* The JSON line for a logfmt line (without its newline), into out,
+ * NUL-terminated; a line too long for out loses its last pairs whole, so
+ * the text is always one JSON object ("" when outlen < 3). Returns the
+ * length written. */
 size_t log_logfmt_to_json(const char *line, size_t len, char *out, size_t outlen);
 void log_emit(enum log_level lvl, const char *trace_id, const char *event, const char *fmt, ...)
         _printf_(4, 5);

@@ -21,9 +21,9 @@ int strbuf_reserve(struct strbuf *sb, size_t extra)
 {
         if (sb->limit && (extra > sb->limit || sb->len > sb->limit - extra))
                 return -E2BIG;
-        size_t need = sb->len + extra + 1;
-        if (need < sb->len)
+        if (extra >= SIZE_MAX - sb->len) /* len + extra + 1 would wrap */
                 return -E2BIG;
+        size_t need = sb->len + extra + 1;
         if (need <= sb->cap)
                 return 0;
         size_t ncap = sb->cap ? sb->cap : 256;
@@ -35,6 +35,7 @@ int strbuf_reserve(struct strbuf *sb, size_t extra)
         char *n = realloc(sb->data, ncap);
         if (!n)
                 return -ENOMEM;
+        n[sb->len] = '\0'; /* a first allocation is a string too (strbuf_steal) */
         sb->data = n;
         sb->cap = ncap;
         return 0;

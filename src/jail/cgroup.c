@@ -68,7 +68,7 @@ static int read_file(const char *dir, const char *file, char *buf, size_t size)
 }
 
 /* "key value" lines (memory.events, memory.oom_control). */
-static uint64_t read_keyed(const char *dir, const char *file, const char *key)
+uint64_t cgroup_read_keyed(const char *dir, const char *file, const char *key)
 {
         char buf[4096];
         if (read_file(dir, file, buf, sizeof(buf)) < 0)
@@ -440,8 +440,8 @@ static uint64_t oom_kills(const struct cgroup_run *run)
 {
         const char *d = run->dir[H_MEMORY];
         if (run->root->mode == CGROUP_V1)
-                return read_keyed(d, "memory.oom_control", "oom_kill");
-        return read_keyed(d, "memory.events", "oom_kill");
+                return cgroup_read_keyed(d, "memory.oom_control", "oom_kill");
+        return cgroup_read_keyed(d, "memory.events", "oom_kill");
 }
 
 /* A slot group that served an earlier run of the same UID: empty (its

@@ -45,6 +45,9 @@ int cgroup_run_dirfd(const struct cgroup_run *run);
  * the child to move itself in; -1 where there is none. Caller closes. */
 int cgroup_run_procs_fds(const struct cgroup_run *run, int ret[2]);
 int cgroup_run_stats(const struct cgroup_run *run, struct cgroup_stats *ret);
+/* The number after "key " on its line of dir/file ("oom_kill 2" in
+ * memory.events), 0 if absent or unreadable. Exposed for unit tests. */
+uint64_t cgroup_read_keyed(const char *dir, const char *file, const char *key);
 /* After the run: make sure nothing is left inside (killing stragglers);
  * the groups stay for the slot's next run. -EBUSY if a group could not be
  * emptied, and then the UID must not be reused. */

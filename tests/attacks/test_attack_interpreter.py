@@ -2,6 +2,7 @@
 bootstrap uses, poisoning preloaded modules for the next run (warm Python
 runs share the zygote's modules), forging the sandbox's verdict,
 process.binding, vm escapes, inspector sessions, native code from /tmp."""
+from conftest import scaled
 from attacklib import (assert_exception, assert_killed_by_signal, assert_memory_limit, assert_ok,
                        assert_timeout, attack_js, attack_py, program_error, src)
 
@@ -68,7 +69,7 @@ def test_python_runner_globals_overridden_cannot_fake_or_break_the_verdict(daemo
     """))
     assert (d["exit_code"], d["status"]) in ((1, "runtime_error"), (0, "ok")), d
     assert d["error"] == (program_error(1, d["stderr"]) if d["exit_code"] else ""), d
-    assert d["wall_ms"] < 2000 and d["truncated"] is False, d
+    assert d["wall_ms"] < scaled(2) * 1000 and d["truncated"] is False, d
 
 
 def test_python_forged_sandbox_messages_are_just_stderr(daemon):

@@ -46,6 +46,50 @@ def scaled(seconds):
     return seconds * TIME_SCALE
 
 
+def worker_timeout_for(seconds):
+    """The worker_timeout of a daemon configured with `seconds`: scaled as
+    write_config scales it, in whole seconds."""
+    return seconds if TIME_SCALE == 1 else max(1, round(scaled(seconds)))
+
+
+# Tests that rely on runs overlapping prove it: each run prints the
+# system-wide monotonic clock (CLOCK_MONOTONIC; runs get no time namespace,
+# so it is the same clock in every run) on a line "@start T" first and
+# "@end T" last, and the test checks that all the intervals share a moment.
+PY_CLOCK = "__import__('time').clock_gettime(__import__('time').CLOCK_MONOTONIC)"
+JS_CLOCK = "Number(process.hrtime.bigint()) / 1e9"  # libuv's hrtime is CLOCK_MONOTONIC
+
+
+def py_clocked(code):
+    """Python code between its "@start" and "@end" clock lines."""
+    return f"print('@start', {PY_CLOCK}, flush=True)\n{code}\nprint('@end', {PY_CLOCK})\n"
+
+
+def js_clocked(code):
+    """Node.js code between its clock lines; the end line is printed at
+    exit, after any timer the code set."""
+    return (f"console.log('@start', {JS_CLOCK});\n"
+            f"process.on('exit', () => console.log('@end', {JS_CLOCK}));\n{code}\n")
+
+
+def take_interval(data):
+    """Remove the clock lines from a run's data["stdout"]; (start, end)."""
+    lines = data["stdout"].splitlines(keepends=True)
+    marks = {l.split()[0]: float(l.split()[1]) for l in lines if l.startswith("@")}
+    assert set(marks) == {"@start", "@end"}, data
+    data["stdout"] = "".join(l for l in lines if not l.startswith("@"))
+    return marks["@start"], marks["@end"]
+
+
+def assert_overlapped(intervals):
+    """Every run was running at one same moment: the last start comes
+    before the first end."""
+    assert intervals, intervals
+    last_start = max(s for s, _ in intervals)
+    first_end = min(e for _, e in intervals)
+    assert last_start < first_end, f"runs did not overlap: {sorted(intervals)}"
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -148,7 +192,7 @@ class Daemon:
         }
         cfg = merge(cfg, self.base_config)
         if TIME_SCALE != 1:
-            cfg["worker_timeout"] = max(1, round(scaled(cfg.get("worker_timeout", 5))))
+            cfg["worker_timeout"] = worker_timeout_for(cfg.get("worker_timeout", 5))
         with open(self.config_path, "w") as f:
             f.write(to_yaml(cfg) + "\n")
 

@@ -10,10 +10,11 @@ import pytest
 from conftest import KEY, raw_post, scaled
 
 
-def raw_exchange(port, data, timeout=10.0, send_in_thread=False):
+def raw_exchange(port, data, timeout=None, send_in_thread=False):
     """Send raw bytes, return (status, headers, body) of the first response
     (status None if the server closed without answering)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s = socket.create_connection(("127.0.0.1", port),
+                                 timeout=scaled(10) if timeout is None else timeout)
     try:
         def send():
             try:
@@ -266,7 +267,7 @@ MALFORMED_HTTP = {
 @pytest.mark.parametrize("name", sorted(MALFORMED_HTTP))
 def test_malformed_http_keeps_serving(daemon, name):
     """Whatever the answer to a malformed request, it harms no one else."""
-    status, _, _ = raw_exchange(daemon.port, MALFORMED_HTTP[name], timeout=2,
+    status, _, _ = raw_exchange(daemon.port, MALFORMED_HTTP[name], timeout=scaled(2),
                                 send_in_thread=True)
     assert status in (None, "timeout") or 400 <= status < 600, status
     daemon.assert_serving()
@@ -281,7 +282,7 @@ def test_malformed_http_keeps_serving(daemon, name):
 def test_malformed_http_gets_one_json_error(daemon, name):
     """SPEC 2 and 8: every response body is JSON, and every malformed
     request lockbox can see gets a clear JSON error."""
-    s = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+    s = socket.create_connection(("127.0.0.1", daemon.port), timeout=scaled(5))
     raw = b""
     try:
         try:
@@ -360,7 +361,7 @@ def test_client_disconnects_mid_run(daemon):
     time.sleep(0.3)
     s.close()
     daemon.assert_serving()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while time.monotonic() < deadline:
         try:
             daemon.assert_idle()
@@ -372,11 +373,11 @@ def test_client_disconnects_mid_run(daemon):
 
 def test_pipelined_requests(daemon):
     one = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-    s = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+    s = socket.create_connection(("127.0.0.1", daemon.port), timeout=scaled(10))
     try:
         s.sendall(one * 3)
         buf = b""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while buf.count(b'"ok"') < 3 and time.monotonic() < deadline:
             chunk = s.recv(65536)
             if not chunk:
@@ -397,7 +398,7 @@ def test_stalled_clients_are_dropped_after_connection_timeout(lockboxd_factory):
     stalled = []
     try:
         for _ in range(4):
-            s = socket.create_connection(("127.0.0.1", d.port), timeout=6)
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=scaled(6))
             s.sendall(half)
             stalled.append(s)
         t0 = time.monotonic()
@@ -408,7 +409,8 @@ def test_stalled_clients_are_dropped_after_connection_timeout(lockboxd_factory):
             except ConnectionResetError:
                 pass
         waited = time.monotonic() - t0
-        assert 0.5 <= waited < 4, f"stalled connections were dropped after {waited:.1f} s"
+        # the lower bound is connection_timeout (1 s, not scaled) less slack
+        assert 0.5 <= waited < scaled(4), f"stalled connections were dropped after {waited:.1f} s"
     finally:
         for s in stalled:
             s.close()

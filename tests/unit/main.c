@@ -1,13 +1,24 @@
-/* Unit-test runner: forks one process per registered case, reports each
- * failure with its messages, and prints "N passed, N failed" last. An
- * optional argument runs only the cases whose name contains it. */
+/* Unit-test runner: forks one process per registered case, each with a
+ * time limit (alarm), reports each failure with its messages, and prints
+ * "N passed, N failed" last. An optional argument runs only the cases
+ * whose name contains it. The case table grows as cases register; a case
+ * that cannot be registered stops the runner before anything runs. */
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include "test.h"
+
+/* Seconds a case may take; LOCKBOX_UNIT_TIMEOUT overrides (slow builds). */
+#define CASE_TIMEOUT_S 10
 
 struct test_case {
         const char *name;
@@ -15,14 +26,25 @@ struct test_case {
         test_fn fn;
 };
 
-static struct test_case cases[1024];
-static size_t n_cases;
+static struct test_case *cases;
+static size_t n_cases, cap_cases;
 bool test_failed;
 
 void test_register(const char *name, test_fn fn, const char *file)
 {
-        if (n_cases < sizeof(cases) / sizeof(cases[0]))
-                cases[n_cases++] = (struct test_case){name, file, fn};
+        if (n_cases == cap_cases) {
+                size_t ncap = cap_cases ? cap_cases * 2 : 256;
+                struct test_case *n = realloc(cases, ncap * sizeof(*n));
+                if (!n) {
+                        /* Constructors run before main: say which case is lost and stop. */
+                        fprintf(stderr, "unit_tests: out of memory registering %s (%s)\n", name,
+                                file);
+                        abort();
+                }
+                cases = n;
+                cap_cases = ncap;
+        }
+        cases[n_cases++] = (struct test_case){name, file, fn};
 }
 
 void test_fail(const char *file, int line, const char *fmt, ...)
@@ -36,32 +58,79 @@ void test_fail(const char *file, int line, const char *fmt, ...)
         test_failed = true;
 }
 
-static int run_case(const struct test_case *tc)
+static unsigned case_timeout(void)
+{
+        const char *v = getenv("LOCKBOX_UNIT_TIMEOUT");
+        long t = v ? strtol(v, NULL, 10) : 0;
+        return t > 0 && t < 3600 ? (unsigned)t : CASE_TIMEOUT_S;
+}
+
+/* The parent's own alarm only interrupts waitpid (no SA_RESTART). */
+static void on_parent_alarm(int sig)
+{
+        (void)sig;
+}
+
+static _Noreturn void case_child(const struct test_case *tc, unsigned timeout)
+{
+        /* A group of its own, so helpers it forked die with it. */
+        setpgid(0, 0);
+        signal(SIGALRM, SIG_DFL);
+        alarm(timeout);
+        tc->fn();
+        alarm(0);
+#ifdef __SANITIZE_ADDRESS__
+        /* _exit() skips LeakSanitizer's check at exit(): run it here. */
+        if (__lsan_do_recoverable_leak_check())
+                test_fail(tc->file, 0, "LeakSanitizer found leaks (above)");
+#endif
+        fflush(NULL);
+        _exit(test_failed ? 1 : 0);
+}
+
+/* 0 when the case passed. A case still running past its time (it blocked
+ * or ignored SIGALRM) is killed by the parent a second later. */
+static int run_case(const struct test_case *tc, unsigned timeout)
 {
         fflush(NULL);
         pid_t pid = fork();
-        if (pid < 0)
+        if (pid < 0) {
+                fprintf(stderr, "  fork: %s\n", strerror(errno));
                 return -1;
-        if (pid == 0) {
-                tc->fn();
-                fflush(NULL);
-                _exit(test_failed ? 1 : 0);
         }
-        int status;
-        while (waitpid(pid, &status, 0) < 0)
-                ;
-        if (WIFSIGNALED(status))
-                fprintf(stderr, "  crashed with signal %d\n", WTERMSIG(status));
-        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+        if (pid == 0)
+                case_child(tc, timeout);
+        setpgid(pid, pid); /* also here: no race with the kill below */
+        alarm(timeout + 1);
+        int status = 0;
+        bool killed = false;
+        while (waitpid(pid, &status, 0) < 0) {
+                if (errno != EINTR)
+                        return -1;
+                kill(-pid, SIGKILL);
+                killed = true;
+        }
+        alarm(0);
+        kill(-pid, SIGKILL); /* whatever the case left behind */
+        if (killed || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM))
+                fprintf(stderr, "  timed out after %u s (LOCKBOX_UNIT_TIMEOUT)\n", timeout);
+        else if (WIFSIGNALED(status))
+                fprintf(stderr, "  crashed with signal %d (%s)\n", WTERMSIG(status),
+                        strsignal(WTERMSIG(status)));
+        return !killed && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv)
 {
+        struct sigaction sa = {.sa_handler = on_parent_alarm};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGALRM, &sa, NULL);
+        unsigned timeout = case_timeout();
         unsigned passed = 0, failed = 0;
         for (size_t i = 0; i < n_cases; i++) {
                 if (argc > 1 && !strstr(cases[i].name, argv[1]))
                         continue;
-                if (run_case(&cases[i]) == 0) {
+                if (run_case(&cases[i], timeout) == 0) {
                         passed++;
                 } else {
                         failed++;
@@ -69,5 +138,6 @@ int main(int argc, char **argv)
                 }
         }
         printf("%u passed, %u failed\n", passed, failed);
+        free(cases);
         return failed ? 1 : 0;
 }

@@ -1,7 +1,9 @@
 /* Minimal unit-test harness: TEST() registers a case at load time; the
  * runner (tests/unit/main.c) runs each case in its own forked process so a
- * crash fails one case, and ends with "N passed, N failed". Assertions
- * print both sides and stop the case. */
+ * crash (or a hang: each case has a time limit) fails one case, and ends
+ * with "N passed, N failed". Assertions print both sides and stop the
+ * case: they return from the function they are in, so use them in the
+ * TEST body or in void helpers (check test_failed after such a call). */
 #pragma once
 
 #include <inttypes.h>
@@ -26,6 +28,67 @@ extern bool test_failed;
         do {                                                                                       \
                 if (!(c)) {                                                                        \
                         test_fail(__FILE__, __LINE__, "expected true: %s", #c);                    \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+#define EXPECT_FALSE(c)                                                                            \
+        do {                                                                                       \
+                if (c) {                                                                           \
+                        test_fail(__FILE__, __LINE__, "expected false: %s", #c);                   \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+/* Comparisons of signed integers; op is one of == != < <= > >=. */
+#define EXPECT_INT_OP(a, op, b)                                                                    \
+        do {                                                                                       \
+                long long _a = (long long)(a), _b = (long long)(b);                                \
+                if (!(_a op _b)) {                                                                 \
+                        test_fail(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b, _a,   \
+                                  _b);                                                             \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+/* Unsigned values (size_t, uint64_t) that a long long would not hold. */
+#define EXPECT_UINT_OP(a, op, b)                                                                   \
+        do {                                                                                       \
+                unsigned long long _a = (unsigned long long)(a), _b = (unsigned long long)(b);     \
+                if (!(_a op _b)) {                                                                 \
+                        test_fail(__FILE__, __LINE__, "%s %s %s: %llu vs %llu", #a, #op, #b, _a,   \
+                                  _b);                                                             \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+#define EXPECT_UINT_EQ(a, b) EXPECT_UINT_OP(a, ==, b)
+#define EXPECT_SIZE_EQ(a, b) EXPECT_UINT_OP(a, ==, b)
+
+#define EXPECT_NULL(p)                                                                             \
+        do {                                                                                       \
+                const void *_p = (p);                                                              \
+                if (_p) {                                                                          \
+                        test_fail(__FILE__, __LINE__, "%s: expected NULL, got %p", #p, _p);        \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+#define EXPECT_NOT_NULL(p)                                                                         \
+        do {                                                                                       \
+                if (!(p)) {                                                                        \
+                        test_fail(__FILE__, __LINE__, "%s: expected non-NULL", #p);                \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+/* A 0-or-negative-errno result, printed with both error names. */
+#define EXPECT_ERRNO(r, want)                                                                      \
+        do {                                                                                       \
+                long long _r = (long long)(r), _w = (long long)(want);                             \
+                if (_r != _w) {                                                                    \
+                        test_fail(__FILE__, __LINE__, "%s == %s: %lld (%s) != %lld (%s)", #r,      \
+                                  #want, _r, _r < 0 ? strerror((int)-_r) : "no error", _w,         \
+                                  _w < 0 ? strerror((int)-_w) : "no error");                       \
                         return;                                                                    \
                 }                                                                                  \
         } while (0)
@@ -55,6 +118,16 @@ extern bool test_failed;
                 if (!_h || !strstr(_h, _n)) {                                                      \
                         test_fail(__FILE__, __LINE__, "%s contains %s:\n    got:  \"%s\"\n    want substring: \"%s\"", \
                                   #hay, #needle, _h ? _h : "(null)", _n);                          \
+                        return;                                                                    \
+                }                                                                                  \
+        } while (0)
+
+#define EXPECT_STR_NOT_CONTAINS(hay, needle)                                                       \
+        do {                                                                                       \
+                const char *_h = (hay), *_n = (needle);                                            \
+                if (!_h || strstr(_h, _n)) {                                                       \
+                        test_fail(__FILE__, __LINE__, "%s lacks %s:\n    got:  \"%s\"", #hay,       \
+                                  #needle, _h ? _h : "(null)");                                    \
                         return;                                                                    \
                 }                                                                                  \
         } while (0)
