@@ -18,7 +18,8 @@ long that took from --since (a Unix time, e.g. `date +%s.%N` taken when
 the servers were started) or from the probe's own start. Start the
 servers, then the probe at once.
 
-Probes only ever talk to the two URLs; the network probe makes each
+Runs ask for network (enable_network true), as Dify's do, except where
+a probe says otherwise. Probes only ever talk to the two URLs; the network probe makes each
 sandbox connect to its own server's port on 127.0.0.1.
 """
 import argparse
@@ -51,7 +52,8 @@ class Server:
         return self.s.request(method, self.url + path, headers=headers, **kw)
 
     def run(self, code, language="python3", **fields):
-        body = {"language": language, "code": code, "preload": "", "enable_network": False}
+        # with network, as Dify always asks
+        body = {"language": language, "code": code, "preload": "", "enable_network": True}
         body.update(fields)
         t = time.monotonic()
         r = self.request("POST", "/v1/sandbox/run", json=body)
@@ -189,17 +191,27 @@ def p_invalid_utf8(sv):
 
 
 def p_socket_no_network(sv):
-    r, j, _ = sv.run("import socket\nsocket.socket()\nprint('socket made')")
+    r, j, _ = sv.run("import socket\nsocket.socket()\nprint('socket made')", enable_network=False)
     d = data_of(j)
     return f"exit_code={d.get('exit_code')}, stdout={short(d.get('stdout'))}, " \
            f"error={short(last_line(d.get('error')), 50)}"
+
+
+def p_loop_no_network(sv):
+    r, j, _ = sv.run("x = 0\nfor i in range(3 * 10**6): x += 1\nprint(x)", enable_network=False)
+    return run_summary(r, j, fields=("exit_code", "stdout", "error"))
+
+
+def p_trivial_no_network(sv):
+    r, j, _ = sv.run(TRIVIAL, enable_network=False)
+    return run_summary(r, j, fields=("exit_code", "stdout", "error"))
 
 
 def p_host_loopback(sv):
     code = ("import socket\ns = socket.socket()\ns.settimeout(3)\ntry:\n"
             f"    s.connect(('127.0.0.1', {sv.port}))\n    print('connected to the server port')\n"
             "except OSError as e:\n    print('refused:', e)")
-    r, j, _ = sv.run(code, enable_network=True)
+    r, j, _ = sv.run(code)
     return run_summary(r, j, fields=("exit_code", "stdout"))
 
 
@@ -336,7 +348,9 @@ PROBES = [
     ("output", "write 10 MiB to stdout", p_output),
     ("invalid_utf8", "stdout bytes `a\\xffb\\n`", p_invalid_utf8),
     ("socket_no_network", "`socket.socket()`, enable_network false", p_socket_no_network),
-    ("host_loopback", "connect to the server's own port on 127.0.0.1, enable_network true",
+    ("trivial_no_network", "`print(1+1)`, enable_network false", p_trivial_no_network),
+    ("loop_no_network", "a 0.1 s loop, enable_network false", p_loop_no_network),
+    ("host_loopback", "connect to the server's own port on 127.0.0.1",
      p_host_loopback),
     ("forbidden_syscall", "`mount()` through ctypes", p_forbidden_syscall),
     ("identity", "uid, cwd, hostname", p_identity),
