@@ -12,11 +12,12 @@ Both servers should run their default configuration (apart from port, key
 and lockbox's jail/network keys); the memory, process and output probes
 assume lockbox's default limits (512M, 64 tasks, 8M).
 
---first-run first polls both servers, side by side, with a trivial Python
-run every half second until each answers it correctly, and reports how
-long that took from --since (a Unix time, e.g. `date +%s.%N` taken when
-the servers were started) or from the probe's own start. Start the
-servers, then the probe at once.
+--first-run first polls both servers, side by side, every half second
+with a trivial Python program and with one importing json, requests and
+jinja2, until each answers each correctly, and reports how long that
+took from --since (a Unix time, e.g. `date +%s.%N` taken when the
+servers were started) or from the probe's own start. Start the servers,
+then the probe at once. `--only none` skips the other probes.
 
 Runs ask for network (enable_network true), as Dify's do, except where
 a probe says otherwise. Probes only ever talk to the two URLs; the network probe makes each
@@ -374,23 +375,36 @@ PROBES = [
 ]
 
 
+# What --first-run waits for: the trivial program, and one that imports
+# what Dify's Python and Jinja2 nodes need (the reference copies the
+# interpreter's library tree into its chroot after start; modules the
+# interpreter loaded before the chroot work at once, others once copied).
+FIRST_RUNS = [
+    ("first_run", "first correct `print(1+1)` after start", TRIVIAL, "2\n"),
+    ("first_import", "first correct `import json, requests, jinja2` after start",
+     "import json, requests, jinja2\nprint(json.dumps('ok'))", '"ok"\n'),
+]
+
+
 def first_run(servers, since):
-    """Seconds from since until each server first runs TRIVIAL correctly."""
+    """Seconds from since until each server first runs each FIRST_RUNS
+    program correctly: {(probe, server name): text}."""
     out = {}
 
-    def poll(sv):
+    def poll(sv, name, code, expect):
         while time.time() - since < 600:
             try:
-                r, j, _ = sv.run(TRIVIAL)
-                if data_of(j).get("stdout") == "2\n":
-                    out[sv.name] = f"{time.time() - since:.1f} s"
+                r, j, _ = sv.run(code)
+                if data_of(j).get("stdout") == expect:
+                    out[name, sv.name] = f"{time.time() - since:.1f} s"
                     return
             except requests.RequestException:
                 pass
             time.sleep(0.5)
-        out[sv.name] = "no run within 600 s"
+        out[name, sv.name] = "no run within 600 s"
 
-    threads = [threading.Thread(target=poll, args=(sv,)) for sv in servers]
+    threads = [threading.Thread(target=poll, args=(sv, name, code, expect))
+               for sv in servers for name, _, code, expect in FIRST_RUNS]
     [t.start() for t in threads]
     [t.join() for t in threads]
     return out
@@ -416,8 +430,8 @@ def main():
     rows = []
     if a.first_run:
         fr = first_run(servers, since)
-        rows.append(("first_run", "first correct `print(1+1)` after start",
-                     fr["reference"], fr["lockbox"]))
+        for name, what, _, _ in FIRST_RUNS:
+            rows.append((name, what, fr[name, "reference"], fr[name, "lockbox"]))
     only = set(a.only.split(",")) if a.only else None
     for name, what, fn in PROBES:
         if only and name not in only:
