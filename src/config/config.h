@@ -30,6 +30,9 @@ struct config {
         char *proxy_http;    /* HTTP_PROXY */
         char *proxy_https;   /* HTTPS_PROXY */
 
+        /* compat: opt into dify-sandbox behaviour lockbox changed on purpose */
+        bool stderr_is_error;    /* compat.stderr_is_error: "error" = stderr on exit 0 */
+
         /* server: the HTTP side */
         char *listen;            /* server.listen: IPv4/IPv6 address to bind */
         int64_t max_body_bytes;  /* server.max_body_bytes */

@@ -270,6 +270,11 @@ const struct schema_row schema_rows[] = {
         STR("proxy.https", proxy_https, "", NULL, "HTTPS_PROXY",
             "HTTPS proxy for networked runs."),
 
+        BOOL("compat.stderr_is_error", stderr_is_error, "false", NULL,
+             "true: a run that exits 0 but wrote to stderr gets that stderr as data.error, "
+             "as dify-sandbox 0.2.15 and earlier do (Dify then fails the node); false: "
+             "error stays empty for exit code 0, as in dify-sandbox after 0.2.15."),
+
         STR("server.listen", listen, "0.0.0.0", check_listen, NULL,
             "IPv4 or IPv6 address the HTTP API binds."),
         SIZE("server.max_body_bytes", max_body_bytes, "16M", 1 * K, 1 * G,

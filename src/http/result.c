@@ -135,12 +135,17 @@ const char *result_status_name(const struct proto_result *r)
 
 /* The "error" text as raw bytes (stderr may hold NULs and invalid UTF-8):
  * "process exited with code N", then "\n" + reason + "\n", then stderr on
- * a line of its own, as dify-sandbox composes it. */
-static int error_text_build(const struct run_outcome *o, struct strbuf *sb)
+ * a line of its own, as dify-sandbox composes it since 0.2.15. A clean exit
+ * gives "", or with stderr_is_error the stderr alone: dify-sandbox 0.2.15
+ * and earlier returned stderr as "error" whatever the exit code. */
+static int error_text_build(const struct run_outcome *o, bool stderr_is_error, struct strbuf *sb)
 {
         const struct proto_result *r = &o->res;
-        if (r->exit_code == 0 && r->reason == REASON_NONE)
-                return 0;
+        if (r->exit_code == 0 && r->reason == REASON_NONE) {
+                if (!stderr_is_error || o->err.len == 0)
+                        return 0;
+                return strbuf_append(sb, o->err.data, o->err.len) < 0 ? -ENOMEM : 0;
+        }
         if (strbuf_appendf(sb, "process exited with code %" PRId32, r->exit_code) < 0)
                 return -ENOMEM;
         if (reason_has_line(r) && (strbuf_appends(sb, "\n") < 0 || reason_append(sb, r) < 0 ||
@@ -154,20 +159,20 @@ static int error_text_build(const struct run_outcome *o, struct strbuf *sb)
 }
 
 /* The sanitized "error" text and its length (it may contain NULs). */
-static char *error_text(const struct run_outcome *o, size_t *ret_len)
+static char *error_text(const struct run_outcome *o, bool stderr_is_error, size_t *ret_len)
 {
         struct strbuf sb;
         strbuf_init(&sb, 0);
         char *text = NULL;
-        if (error_text_build(o, &sb) == 0)
+        if (error_text_build(o, stderr_is_error, &sb) == 0)
                 text = utf8_sanitize(sb.data, sb.len, ret_len);
         strbuf_free(&sb);
         return text;
 }
 
-char *result_error_text(const struct run_outcome *o)
+char *result_error_text(const struct run_outcome *o, bool stderr_is_error)
 {
-        return error_text(o, NULL);
+        return error_text(o, stderr_is_error, NULL);
 }
 
 static json_int_t clamp_u64(uint64_t v)
@@ -175,11 +180,11 @@ static json_int_t clamp_u64(uint64_t v)
         return v > (uint64_t)LLONG_MAX ? LLONG_MAX : (json_int_t)v;
 }
 
-static int run_data_fill(json_t *data, const struct run_outcome *o)
+static int run_data_fill(json_t *data, const struct run_outcome *o, bool stderr_is_error)
 {
         const struct proto_result *r = &o->res;
         size_t err_len;
-        _cleanup_free_ char *err = error_text(o, &err_len);
+        _cleanup_free_ char *err = error_text(o, stderr_is_error, &err_len);
         if (!err)
                 return -ENOMEM;
         if (object_set_text(data, "stdout", o->out.data, o->out.len) < 0 ||
@@ -196,11 +201,12 @@ static int run_data_fill(json_t *data, const struct run_outcome *o)
         return 0;
 }
 
-static char *run_done_json(const struct run_outcome *o)
+static char *run_done_json(const struct run_outcome *o, bool stderr_is_error)
 {
         _cleanup_(jsonref_freep) json_t *obj = json_object();
         _cleanup_(jsonref_freep) json_t *data = json_object();
-        if (!obj || !data || run_data_fill(data, o) < 0 || object_set_int(obj, "code", 0) < 0 ||
+        if (!obj || !data || run_data_fill(data, o, stderr_is_error) < 0 ||
+            object_set_int(obj, "code", 0) < 0 ||
             json_object_set_new(obj, "message", json_string("success")) < 0 ||
             json_object_set(obj, "data", data) < 0)
                 return NULL;
@@ -235,9 +241,9 @@ static char *run_failure_json(const struct proto_result *r)
         return json;
 }
 
-char *result_run_json(const struct run_outcome *o)
+char *result_run_json(const struct run_outcome *o, bool stderr_is_error)
 {
         if (o->res.status == RUN_STATUS_DONE)
-                return run_done_json(o);
+                return run_done_json(o, stderr_is_error);
         return run_failure_json(&o->res);
 }

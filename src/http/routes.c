@@ -112,7 +112,7 @@ static struct http_reply execute(struct http_state *st, const struct http_call *
                  req->language, outcome ? outcome : "refused", o.res.exit_code, o.warm,
                  (long long)(started - queued) / 1000, (long long)(done - started) / 1000,
                  o.out.len, o.err.len);
-        char *body = result_run_json(&o);
+        char *body = result_run_json(&o, cfg->stderr_is_error);
         run_outcome_free(&o);
         unsigned status = 200;
         if (o.res.status == RUN_STATUS_BUSY)

@@ -80,10 +80,11 @@ static void build_results(const struct run_request *req, const struct input *in)
         o.res.reason = (uint32_t)(req->code_len % 9); /* 7 and 8 are unknown reasons */
         o.res.signal = (int32_t)(req->preload_len % 70);
         fill_array(o.res.syscall_name, sizeof(o.res.syscall_name), req->language);
-        check_json(result_run_json(&o));
+        check_json(result_run_json(&o, false));
+        check_json(result_run_json(&o, true));
         o.res.status = RUN_STATUS_INTERNAL;
         fill_array(o.res.message, sizeof(o.res.message), req->code);
-        check_json(result_run_json(&o));
+        check_json(result_run_json(&o, false));
         run_outcome_free(&o);
 }
 

@@ -157,7 +157,7 @@ static const char *error_text_of(int32_t exit_code, enum run_reason reason, cons
 {
         static char buf[512];
         struct run_outcome o = outcome(exit_code, reason, NULL, err_text);
-        char *t = result_error_text(&o);
+        char *t = result_error_text(&o, false);
         snprintf(buf, sizeof(buf), "%s", t ? t : "(null)");
         free(t);
         run_outcome_free(&o);
@@ -186,18 +186,59 @@ TEST(result_error_text_composition)
         EXPECT_STR_EQ(error_text_of(137, REASON_NONE, "x"), "process exited with code 137\nx");
 }
 
+static const char *compat_error_text_of(int32_t exit_code, enum run_reason reason,
+                                        const char *err_text)
+{
+        static char buf[512];
+        struct run_outcome o = outcome(exit_code, reason, NULL, err_text);
+        char *t = result_error_text(&o, true);
+        snprintf(buf, sizeof(buf), "%s", t ? t : "(null)");
+        free(t);
+        run_outcome_free(&o);
+        return buf;
+}
+
+/* compat.stderr_is_error: a clean exit's stderr is the error, as in
+ * dify-sandbox 0.2.15; any other run's text does not change. */
+TEST(result_error_text_stderr_is_error)
+{
+        EXPECT_STR_EQ(compat_error_text_of(0, REASON_NONE, NULL), "");
+        EXPECT_STR_EQ(compat_error_text_of(0, REASON_NONE, ""), "");
+        EXPECT_STR_EQ(compat_error_text_of(0, REASON_NONE, "warning: x\n"), "warning: x\n");
+        EXPECT_STR_EQ(compat_error_text_of(0, REASON_NONE, "bad \xff"), "bad \xef\xbf\xbd");
+        EXPECT_STR_EQ(compat_error_text_of(1, REASON_NONE, "Traceback\n"),
+                      "process exited with code 1\nTraceback\n");
+        EXPECT_STR_EQ(compat_error_text_of(-1, REASON_TIMEOUT, "partial\n"),
+                      "process exited with code -1\nerror: timeout\npartial\n");
+        EXPECT_STR_EQ(compat_error_text_of(0, REASON_OUTPUT, "x"),
+                      "process exited with code 0\nerror: output limit exceeded\nx");
+}
+
+TEST(result_run_json_stderr_is_error)
+{
+        struct run_outcome o = outcome(0, REASON_NONE, "hi\n", "careful\n");
+        char *j = result_run_json(&o, true);
+        EXPECT_STR_CONTAINS(j, "\"stderr\":\"careful\\n\",\"error\":\"careful\\n\","
+                               "\"exit_code\":0,\"status\":\"ok\"");
+        free(j);
+        j = result_run_json(&o, false);
+        EXPECT_STR_CONTAINS(j, "\"stderr\":\"careful\\n\",\"error\":\"\",\"exit_code\":0,");
+        free(j);
+        run_outcome_free(&o);
+}
+
 TEST(result_error_text_syscall_and_signal)
 {
         struct run_outcome o = outcome(-1, REASON_SYSCALL, NULL, "Bad system call\n");
         snprintf(o.res.syscall_name, sizeof(o.res.syscall_name), "connect");
-        char *t = result_error_text(&o);
+        char *t = result_error_text(&o, false);
         EXPECT_STR_EQ(
             t, "process exited with code -1\nerror: operation not permitted: syscall 'connect' is "
                "not allowed\nBad system call\n");
         free(t);
         o.res.reason = REASON_SIGNAL;
         o.res.signal = SIGABRT;
-        t = result_error_text(&o);
+        t = result_error_text(&o, false);
         EXPECT_STR_EQ(
             t, "process exited with code -1\nerror: killed by signal SIGABRT\nBad system call\n");
         free(t);
@@ -216,7 +257,7 @@ TEST(result_run_json_success_exact)
         o.res.wall_us = 12345;
         o.res.cpu_us = 999;
         o.res.memory_peak = 1048576;
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         EXPECT_STR_EQ(
             j, "{\"code\":0,\"message\":\"success\",\"data\":{\"stdout\":\"hi\\n\",\"stderr\":\"\","
                "\"error\":\"\",\"exit_code\":0,\"status\":\"ok\",\"wall_ms\":12,\"cpu_ms\":0,"
@@ -228,7 +269,7 @@ TEST(result_run_json_success_exact)
 TEST(result_run_json_empty_buffers)
 {
         struct run_outcome o = {0}; /* strbufs never allocated: data is NULL */
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         EXPECT_STR_CONTAINS(
             j, "\"data\":{\"stdout\":\"\",\"stderr\":\"\",\"error\":\"\",\"exit_code\":0,");
         free(j);
@@ -240,7 +281,7 @@ TEST(result_run_json_timeout_exact)
         o.res.wall_us = 5000999;
         o.res.cpu_us = 4990000;
         o.res.memory_peak = 7;
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         EXPECT_STR_EQ(
             j,
             "{\"code\":0,\"message\":\"success\",\"data\":{\"stdout\":\"tick\\n\",\"stderr\":"
@@ -256,7 +297,7 @@ TEST(result_run_json_nul_survives)
         struct run_outcome o = outcome(1, REASON_NONE, NULL, NULL);
         strbuf_append(&o.out, "a\0b", 3);
         strbuf_append(&o.err, "e\0f", 3);
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         EXPECT_STR_CONTAINS(j, "\"stdout\":\"a\\u0000b\"");
         EXPECT_STR_CONTAINS(j, "\"stderr\":\"e\\u0000f\"");
         EXPECT_STR_CONTAINS(j, "\"error\":\"process exited with code 1\\ne\\u0000f\"");
@@ -274,7 +315,7 @@ TEST(result_run_json_utf8)
 {
         struct run_outcome o =
             outcome(0, REASON_NONE, "caf\xc3\xa9 \xf0\x9f\x98\x80 \xff\xfe", "\xc3");
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         char *out = data_field(j, "stdout");
         char *err = data_field(j, "stderr");
         EXPECT_STR_EQ(out, "\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xef\xbf\xbd\xef\xbf\xbd\"");
@@ -291,7 +332,7 @@ TEST(result_run_json_limits_and_flags)
         o.truncated = true;
         o.res.memory_peak = UINT64_MAX;
         o.res.wall_us = UINT64_MAX;
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         EXPECT_STR_CONTAINS(
             j, "\"error\":\"process exited with code -1\\nerror: output limit exceeded\\n\"");
         EXPECT_STR_CONTAINS(j, "\"status\":\"output_limit\"");
@@ -315,7 +356,7 @@ TEST(result_run_json_statuses)
         };
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
                 struct run_outcome o = outcome(-1, rows[i].reason, NULL, NULL);
-                char *j = result_run_json(&o);
+                char *j = result_run_json(&o, false);
                 EXPECT_STR_CONTAINS(j, rows[i].status);
                 free(j);
         }
@@ -325,24 +366,24 @@ TEST(result_run_json_failures)
 {
         struct run_outcome o = outcome(0, REASON_NONE, "ignored", NULL);
         o.res.status = RUN_STATUS_NO_IDENTITY;
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         EXPECT_STR_EQ(
             j, "{\"code\":-429,\"message\":\"no sandbox identity free: all UIDs of the pool are in "
                "use\",\"data\":null}");
         free(j);
         o.res.status = RUN_STATUS_BUSY;
-        j = result_run_json(&o);
+        j = result_run_json(&o, false);
         EXPECT_STR_EQ(j, "{\"code\":-503,\"message\":\"Too many requests\",\"data\":null}");
         free(j);
         o.res.status = RUN_STATUS_INTERNAL;
         snprintf(o.res.message, sizeof(o.res.message), "cgroup: mkdir: Permission denied");
-        j = result_run_json(&o);
+        j = result_run_json(&o, false);
         EXPECT_STR_EQ(
             j, "{\"code\":-500,\"message\":\"sandbox failure: cgroup: mkdir: Permission denied\","
                "\"data\":null}");
         free(j);
         o.res.status = 9;
-        j = result_run_json(&o);
+        j = result_run_json(&o, false);
         EXPECT_STR_EQ(j, "{\"code\":-500,\"message\":\"sandbox failure: unknown result status "
                          "9\",\"data\":null}");
         free(j);
@@ -354,7 +395,7 @@ TEST(result_run_json_internal_message_unterminated)
         struct run_outcome o = outcome(0, REASON_NONE, NULL, NULL);
         o.res.status = RUN_STATUS_INTERNAL;
         memset(o.res.message, 'm', sizeof(o.res.message));
-        char *j = result_run_json(&o);
+        char *j = result_run_json(&o, false);
         EXPECT_TRUE(j != NULL);
         json_t *root = json_loads(j, 0, NULL);
         const char *msg = json_string_value(json_object_get(root, "message"));
