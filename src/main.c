@@ -16,16 +16,17 @@
 #include "base/util.h"
 #include "config/config.h"
 #include "daemon/daemon.h"
+#include "daemon/http_exec.h"
 
 static void usage(FILE *out)
 {
         fprintf(out, "usage: lockboxd [--config PATH] [--check-config] [--dump-config] "
-                     "[--config-doc] [--version]\n");
+                     "[--config-doc] [--check-http-confinement] [--version]\n");
 }
 
 struct args {
         const char *config;
-        bool check, dump, doc;
+        bool check, dump, doc, confinement;
 };
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -34,6 +35,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 {"config", required_argument, NULL, 'c'}, {"check-config", no_argument, NULL, 'k'},
                 {"dump-config", no_argument, NULL, 'd'},  {"config-doc", no_argument, NULL, 'D'},
                 {"version", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
+                {"check-http-confinement", no_argument, NULL, 'H'},
                 {NULL, 0, NULL, 0}};
         *a = (struct args){.config = "conf/config.yaml"};
         int c;
@@ -50,6 +52,9 @@ static int parse_args(int argc, char **argv, struct args *a)
                         break;
                 case 'D':
                         a->doc = true;
+                        break;
+                case 'H':
+                        a->confinement = true;
                         break;
                 case 'v':
                         printf("lockboxd %s\n", LOCKBOX_VERSION);
@@ -92,6 +97,9 @@ static int open_log(const struct config *cfg, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+        /* lockboxd re-executes itself as its HTTP process (http_exec.h) */
+        if (argc == 2 && strncmp(argv[1], "--http=", 7) == 0)
+                return http_exec_main(atoi(argv[1] + 7));
         struct args a;
         if (parse_args(argc, argv, &a) < 0)
                 return 2;
@@ -104,6 +112,11 @@ int main(int argc, char **argv)
         if (config_load(&cfg, a.config, env_lookup, err, sizeof(err)) < 0) {
                 fprintf(stderr, "lockboxd: %s\n", err);
                 return 2;
+        }
+        if (a.confinement) {
+                int code = http_exec_check(&cfg);
+                config_free(&cfg);
+                return code;
         }
         if (a.dump)
                 config_dump(&cfg, stdout);

@@ -131,5 +131,9 @@ static inline int config_run_uids(const struct config *cfg)
 }
 /* Print every key with its effective value (key redacted) in YAML form. */
 void config_dump(const struct config *cfg, FILE *out);
+/* The same with the secrets (app.key) in clear: loads back to an equal
+ * config. Never for a terminal or a log: lockboxd hands it to its HTTP
+ * process in a memfd. */
+void config_dump_secrets(const struct config *cfg, FILE *out);
 /* Markdown table of every key, for docs/CONFIG.md. */
 void config_doc(FILE *out);

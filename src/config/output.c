@@ -1,5 +1,6 @@
 /* Printing the configuration: config_dump() writes the effective values as
- * a YAML file that loads back to the same config (the key redacted), and
+ * a YAML file that loads back to the same config (the key redacted;
+ * config_dump_secrets() keeps it, for the HTTP process's settings), and
  * config_doc() writes the markdown table pasted into docs/CONFIG.md. */
 #include <string.h>
 
@@ -11,7 +12,7 @@ static bool same_section(const char *a, const char *b)
         return b && la == schema_section_len(b) && strncmp(a, b, la) == 0;
 }
 
-void config_dump(const struct config *cfg, FILE *out)
+static void dump(const struct config *cfg, FILE *out, bool secrets)
 {
         const char *prev = NULL;
         for (size_t i = 0; i < schema_n_rows; i++) {
@@ -24,8 +25,24 @@ void config_dump(const struct config *cfg, FILE *out)
                 prev = row->name;
                 int indent = sl ? 2 : 0;
                 fprintf(out, "%*s%s:", indent, "", row->name + (sl ? sl + 1 : 0));
-                row->type->dump(row, cfg, out, indent);
+                if (secrets && (row->flags & SCHEMA_SECRET)) {
+                        fputc(' ', out);
+                        schema_dump_string(out, *(char *const *)schema_cfield(row, cfg));
+                        fputc('\n', out);
+                } else {
+                        row->type->dump(row, cfg, out, indent);
+                }
         }
+}
+
+void config_dump(const struct config *cfg, FILE *out)
+{
+        dump(cfg, out, false);
+}
+
+void config_dump_secrets(const struct config *cfg, FILE *out)
+{
+        dump(cfg, out, true);
 }
 
 static void doc_default(const struct schema_row *row, char *buf, size_t len)

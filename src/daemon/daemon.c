@@ -1,6 +1,7 @@
 /* lockboxd's process model (see daemon.h): as root, check the host, bind
- * the port and build the jailer; then fork the HTTP process, which drops to
- * server.user with no capabilities, and serve runs in the jailer. */
+ * the port and build the jailer; then fork and exec the HTTP process
+ * (daemon/http_exec.h), which drops to server.user with no capabilities,
+ * and serve runs in the jailer. */
 #include "daemon/daemon.h"
 
 #include <arpa/inet.h>
@@ -31,7 +32,7 @@
 #include "base/parse.h"
 #include "base/util.h"
 #include "config/config.h"
-#include "http/server.h"
+#include "daemon/http_exec.h"
 #include "jail/policy.h"
 #include "jail/uidclaim.h"
 #include "net/net.h"
@@ -221,8 +222,7 @@ static int open_dns(uint32_t gateway, int type, int *ret)
         return 0;
 }
 
-static void open_dns_relay(const struct config *cfg, uint32_t gateway,
-                           struct http_server_opts *o)
+static void open_dns_relay(const struct config *cfg, uint32_t gateway, struct http_exec *o)
 {
         o->dns_udp_fd = o->dns_tcp_fd = -1;
         if (!gateway)
@@ -239,32 +239,6 @@ static void open_dns_relay(const struct config *cfg, uint32_t gateway,
                                                ELEMENTSOF(o->dns_upstreams));
 }
 
-/* The HTTP process: no capabilities, not dumpable (so other processes of
- * the same account cannot read the API key from it), dies with the jailer. */
-static _Noreturn void http_child(const struct config *cfg, const struct http_server_opts *o,
-                                 uid_t uid, gid_t gid, pid_t jailer)
-{
-        log_set_role("http");
-        struct policy_prog filter;
-        int r = policy_build_server(&filter);
-        if (r < 0) {
-                log_error(NULL, "http.filter", "error=%s", log_q(strerror(-r)));
-                _exit(1);
-        }
-        struct sock_fprog prog = {.len = filter.len, .filter = filter.insns};
-        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
-            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
-            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0) {
-                log_error(NULL, "http.drop_privileges", "error=%s", log_q(strerror(errno)));
-                _exit(1);
-        }
-        policy_prog_free(&filter);
-        if (getppid() != jailer)
-                _exit(1);
-        _exit(http_server_run(o));
-}
-
 /* Each run holds about seven fds in the jailer and four in the HTTP
  * process, and connections one more: lift the soft limit to the hard one. */
 static void raise_fd_limit(void)
@@ -278,7 +252,7 @@ static void raise_fd_limit(void)
 
 /* Everything after the UID range is ours: listeners, the jailer, the HTTP
  * process; the exit code. */
-static int serve_claimed(const struct config *cfg, char *err, size_t errlen)
+static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_t errlen)
 {
         uid_t uid;
         gid_t gid;
@@ -296,18 +270,15 @@ static int serve_claimed(const struct config *cfg, char *err, size_t errlen)
                 jailer_free(j);
                 return 1;
         }
-        pid_t jailer_pid = getpid();
-        struct http_server_opts o = {.cfg = cfg, .listen_fd = lfd, .metrics_fd = mfd,
-                                     .ctrl_fd = sv[1], .log_sock = lv[1],
-                                     .stats = jailer_stats(j), .jailer_pid = jailer_pid};
+        struct http_exec o = {.cfg = cfg, .uid = uid, .gid = gid, .listen_fd = lfd,
+                              .metrics_fd = mfd, .ctrl_fd = sv[1], .log_sock = lv[1],
+                              .log_file_fd = log_get_file_fd(), .stats_fd = jailer_stats_fd(j)};
         open_dns_relay(cfg, jailer_gateway(j), &o);
-        pid_t pid = fork();
-        if (pid == 0) {
-                int keep[] = {lfd, mfd, sv[1], lv[1], log_get_file_fd(), o.dns_udp_fd,
-                              o.dns_tcp_fd};
-                fd_close_all_except(3, keep, ELEMENTSOF(keep));
-                http_child(cfg, &o, uid, gid, jailer_pid);
-        }
+        int settings = http_exec_settings(&o);
+        pid_t pid = settings < 0 ? (errno = -settings, -1) : fork();
+        if (pid == 0)
+                http_exec_child(&o, settings, self_fd);
+        safe_close(settings);
         safe_close(o.dns_udp_fd);
         safe_close(o.dns_tcp_fd);
         close(sv[1]);
@@ -343,9 +314,16 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
         /* a log reader that went away (stderr a closed pipe) must not kill
          * the jailer; every child resets this before it execs */
         signal(SIGPIPE, SIG_IGN);
+        /* the HTTP process is this binary again, exec'd (http_exec.h):
+         * through a descriptor taken now, whatever happens to the path */
+        _cleanup_close_ int self_fd = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+        if (self_fd < 0) {
+                snprintf(err, errlen, "/proc/self/exe: %s", strerror(errno));
+                return 1;
+        }
         if (uidclaim_take((uid_t)cfg->uid_min, (uid_t)cfg->uid_max, err, errlen) < 0)
                 return 1;
-        int code = serve_claimed(cfg, err, errlen);
+        int code = serve_claimed(cfg, self_fd, err, errlen);
         uidclaim_drop();
         return code;
 }

@@ -63,7 +63,6 @@ struct histogram {
 
 static struct {
         const struct shared_stats *shared;
-        pid_t jailer_pid;
         const char *layer_dir;
         atomic_ulong requests[N_ROUTES][STATUS_MAX - STATUS_MIN + 1];
         atomic_ulong runs[STATS_LANGS][OUTCOME_COUNT];
@@ -79,10 +78,9 @@ static struct {
         unsigned long syscall_other;
 } m = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void metrics_init(const struct shared_stats *shared, pid_t jailer_pid, const char *layer_dir)
+void metrics_init(const struct shared_stats *shared, const char *layer_dir)
 {
         m.shared = shared;
-        m.jailer_pid = jailer_pid;
         m.layer_dir = layer_dir;
 }
 
@@ -321,37 +319,19 @@ static void render_pools(struct strbuf *sb)
                                egress_reason_names[i], atomic_load(&s->net_refused[i]));
 }
 
-/* Resident set of a process, from /proc/<pid>/statm (readable without any
- * privilege over it). */
-static long long resident_bytes(pid_t pid)
-{
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
-        FILE *f = fopen(path, "re");
-        long long size, resident;
-        int n = f ? fscanf(f, "%lld %lld", &size, &resident) : 0;
-        if (f)
-                fclose(f);
-        return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
-}
-
 static void render_memory(struct strbuf *sb)
 {
+        static const char *const names[STATS_PROCS] = {"http", "jailer", "zygote"};
         header(sb, "lockbox_process_resident_memory_bytes", "gauge",
-               "Resident memory of lockboxd's own processes (not of runs).");
-        struct {
-                const char *name;
-                pid_t pid;
-        } procs[] = {{"http", getpid()},
-                     {"jailer", m.jailer_pid},
-                     {"zygote", m.shared ? atomic_load(&m.shared->zygote_pid) : 0}};
-        for (size_t i = 0; i < ELEMENTSOF(procs); i++) {
-                long long rss = procs[i].pid > 0 ? resident_bytes(procs[i].pid) : -1;
-                if (rss >= 0)
+               "Resident memory of lockboxd's own processes (not of runs), measured by the "
+               "jailer each second.");
+        for (size_t i = 0; m.shared && i < STATS_PROCS; i++) {
+                long long rss = atomic_load(&m.shared->rss[i]);
+                if (rss > 0)
                         strbuf_appendf(sb,
                                        "lockbox_process_resident_memory_bytes{process=\"%s\"} "
                                        "%lld\n",
-                                       procs[i].name, rss);
+                                       names[i], rss);
         }
 }
 

@@ -23,8 +23,7 @@ enum metrics_outcome {
 
 /* Once, before the server starts: where the jailer's figures are, and the
  * pids whose memory to report. */
-void metrics_init(const struct shared_stats *shared, pid_t jailer_pid,
-                  const char *layer_dir);
+void metrics_init(const struct shared_stats *shared, const char *layer_dir);
 
 /* route: the matched route's path, or NULL for anything else. */
 void metrics_request(const char *route, unsigned status);

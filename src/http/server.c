@@ -482,7 +482,7 @@ int http_server_run(const struct http_server_opts *o)
         struct http_state st = {.cfg = o->cfg, .ctrl_fd = o->ctrl_fd, .stats = o->stats};
         if (sem_init(&st.workers, 0, (unsigned)o->cfg->max_workers) < 0)
                 return 1;
-        metrics_init(o->stats, o->jailer_pid, o->cfg->layer_dir);
+        metrics_init(o->stats, o->cfg->layer_dir);
         sigset_t mask;
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);

@@ -442,41 +442,74 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret)
         return r;
 }
 
-/* Deny-list filters for lockbox's own helper processes: default allow,
- * the listed calls kill the process. */
-static int build_denylist(const char *const *deny, size_t n, bool threads_only,
-                          struct policy_prog *ret)
+/* What the HTTP process (libmicrohttpd's threads, jansson, libyaml, glibc)
+ * calls once it has confined itself; anything else fails with EPERM, and
+ * the runs' kill list, exec and new processes kill it. */
+static const char *const server_names[] = {
+        /* descriptors and files (Landlock limits which files) */
+        "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close", "fstat",
+        "newfstatat", "statx", "openat", "fcntl", "ioctl", "dup", "dup2", "dup3", "pipe2",
+        "eventfd2",
+        /* waiting */
+        "poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait",
+        "epoll_pwait", "nanosleep", "clock_nanosleep", "futex", "sched_yield",
+        /* sockets: clients, the jailer's channels, the DNS relay, peer checks */
+        "socket", "socketpair", "bind", "connect", "accept", "accept4", "getsockname",
+        "getpeername", "setsockopt", "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg",
+        "sendmmsg", "recvmmsg", "shutdown",
+        /* memory */
+        "mmap", "munmap", "mremap", "mprotect", "madvise", "brk",
+        /* threads and signals */
+        "clone", "set_robust_list", "rseq", "exit", "exit_group", "rt_sigaction",
+        "rt_sigprocmask", "rt_sigreturn", "rt_sigtimedwait", "sigaltstack", "signalfd4",
+        "tgkill", "restart_syscall",
+        /* facts about itself and the time */
+        "clock_gettime", "clock_getres", "gettimeofday", "getpid", "gettid", "getppid",
+        "getuid", "geteuid", "getgid", "getegid", "getrandom", "uname", "prlimit64",
+        "getrusage", "sched_getaffinity",
+};
+
+int policy_build_server(struct policy_prog *ret)
 {
-        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
         if (!ctx)
                 return -ENOMEM;
         int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                int nr = seccomp_syscall_resolve_name(deny[i]);
-                if (nr >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(server_names); i++) {
+                int nr = seccomp_syscall_resolve_name(server_names[i]);
+                if (nr < 0 || strcmp(server_names[i], "clone") == 0)
+                        continue;
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
         }
-        if (threads_only && r >= 0) {
-                /* clone3 gets ENOSYS so glibc falls back to clone for threads */
+        /* threads only: clone3's flags are in memory the filter cannot
+         * read, so it gets ENOSYS and glibc falls back to clone */
+        if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
                                      seccomp_syscall_resolve_name("clone3"), 0);
-                if (r >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS,
-                                             seccomp_syscall_resolve_name("clone"), 1,
-                                             SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name("clone"), 1,
+                                     SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS,
+                                     seccomp_syscall_resolve_name("clone"), 1,
+                                     SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+        /* libmicrohttpd names its threads */
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name("prctl"), 1,
+                                     SCMP_A0_64(SCMP_CMP_EQ, PR_SET_NAME));
+        const char *fatal[] = {"execve", "execveat", "fork", "vfork"};
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fatal); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS,
+                                     seccomp_syscall_resolve_name(fatal[i]), 0);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
+                int nr = seccomp_syscall_resolve_name(kill_names[i]);
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
         }
         if (r >= 0)
                 r = export_prog(ctx, ret);
         seccomp_release(ctx);
         return r;
-}
-
-int policy_build_server(struct policy_prog *ret)
-{
-        const char *deny[ELEMENTSOF(kill_names) + 4] = {"execve", "execveat", "fork", "vfork"};
-        for (size_t i = 0; i < ELEMENTSOF(kill_names); i++)
-                deny[4 + i] = kill_names[i];
-        return build_denylist(deny, ELEMENTSOF(deny), true, ret);
 }
 
 int policy_build_zygote(struct policy_prog *ret)

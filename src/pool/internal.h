@@ -102,6 +102,7 @@ struct jailer {
         struct zygote *zygote, *zygote_next, *zygote_old;
         struct deps *deps;
         struct shared_stats *stats; /* published for the HTTP process */
+        int stats_fd;               /* its sealed memfd, handed to the HTTP process */
         struct net *net;            /* namespace mode with network: the runs' network */
         char *resolv_conf;          /* the runs' /etc/resolv.conf with network, or NULL */
         char net_error[320];        /* why runs with network are refused, or "" */

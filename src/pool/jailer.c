@@ -158,6 +158,7 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         if (!j)
                 return -ENOMEM;
         *j = (struct jailer){.cfg = cfg, .epfd = -1, .sigfd = -1, .ctrl = -1, .http_pidfd = -1,
+                             .stats_fd = -1,
                              .tickfd = -1, .log_sock = -1};
         int r = cgroup_root_open(&j->cg);
         if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min,
@@ -174,7 +175,7 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         for (int net = 0; r == 0 && net <= 1; net++)
                 if (!(j->env[net] = runtime_env(cfg, net)))
                         r = -ENOMEM;
-        if (r == 0 && !(j->stats = stats_map())) {
+        if (r == 0 && !(j->stats = stats_create(&j->stats_fd))) {
                 snprintf(err, errlen, "shared statistics page: %s", strerror(errno));
                 r = -ENOMEM;
         }
@@ -219,6 +220,7 @@ struct jailer *jailer_free(struct jailer *j)
         safe_close(j->tickfd);
         safe_close(j->http_pidfd);
         stats_unmap(j->stats);
+        safe_close(j->stats_fd);
         net_close(j->net);
         free(j->resolv_conf);
         free(j);
@@ -230,9 +232,9 @@ uint32_t jailer_gateway(const struct jailer *j)
         return j->net ? net_gateway(j->net) : 0;
 }
 
-struct shared_stats *jailer_stats(struct jailer *j)
+int jailer_stats_fd(const struct jailer *j)
 {
-        return j->stats;
+        return j->stats_fd;
 }
 
 /* ---- requests --------------------------------------------------------------- */
@@ -584,6 +586,28 @@ static void publish_refused(struct jailer *j)
                 atomic_store(&j->stats->net_refused[i], v[i]);
 }
 
+/* Resident bytes of a process, from /proc/<pid>/statm; 0 if unknown. */
+static long long resident_bytes(pid_t pid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+        FILE *f = pid > 0 ? fopen(path, "re") : NULL;
+        long long size, resident;
+        int n = f ? fscanf(f, "%lld %lld", &size, &resident) : 0;
+        if (f)
+                fclose(f);
+        return n == 2 ? resident * sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* lockboxd's own memory for /metrics: the HTTP process reads no /proc */
+static void publish_memory(struct jailer *j)
+{
+        atomic_store(&j->stats->rss[STATS_PROC_HTTP], resident_bytes(j->http_pid));
+        atomic_store(&j->stats->rss[STATS_PROC_JAILER], resident_bytes(getpid()));
+        atomic_store(&j->stats->rss[STATS_PROC_ZYGOTE],
+                     resident_bytes(atomic_load(&j->stats->zygote_pid)));
+}
+
 static void on_refusal(void *data, const struct net_refusal *r)
 {
         struct jailer *j = data;
@@ -617,6 +641,7 @@ static void on_tick(struct jailer *j)
         deps_on_tick(j);
         reap_strays(j);
         publish_refused(j);
+        publish_memory(j);
 }
 
 static void dispatch_run(struct jailer *j, struct run *run, const struct epoll_event *ev,

@@ -23,4 +23,5 @@ struct jailer *jailer_free(struct jailer *j);
 uint32_t jailer_gateway(const struct jailer *j);
 /* The page of figures the jailer keeps up to date for the HTTP process
  * (shared memory: map it before forking). */
-struct shared_stats *jailer_stats(struct jailer *j);
+/* The memfd of the statistics page the jailer publishes (ipc/stats.h). */
+int jailer_stats_fd(const struct jailer *j);

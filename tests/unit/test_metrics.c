@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,7 +90,7 @@ static void check_exposition(const char *text)
 
 TEST(metrics_render_fresh_is_well_formed)
 {
-        metrics_init(NULL, 0, NULL);
+        metrics_init(NULL, NULL);
         char *t = metrics_render(0);
         EXPECT_NOT_NULL(t);
         check_exposition(t);
@@ -100,15 +101,14 @@ TEST(metrics_render_fresh_is_well_formed)
         /* no shared page: no pool gauges; no layer: no dependency gauges */
         EXPECT_STR_NOT_CONTAINS(t, "lockbox_pool_armed");
         EXPECT_STR_NOT_CONTAINS(t, "lockbox_dependencies_installed");
-        /* the process's own memory is always there */
-        EXPECT_TRUE(sample(t, "lockbox_process_resident_memory_bytes{process=\"http\"}") > 0);
-        EXPECT_STR_NOT_CONTAINS(t, "process=\"jailer\"");
+        /* memory figures come from the jailer's page only */
+        EXPECT_STR_NOT_CONTAINS(t, "lockbox_process_resident_memory_bytes{");
         free(t);
 }
 
 TEST(metrics_requests_by_route_and_code)
 {
-        metrics_init(NULL, 0, NULL);
+        metrics_init(NULL, NULL);
         metrics_request("/health", 200);
         metrics_request("/health", 200);
         metrics_request("/v1/sandbox/run", 401);
@@ -147,7 +147,7 @@ TEST(metrics_outcome_of_status_names)
 
 TEST(metrics_runs_by_language_outcome_and_warm)
 {
-        metrics_init(NULL, 0, NULL);
+        metrics_init(NULL, NULL);
         metrics_run(LANG_PYTHON3, "ok", NULL, true, 10, 2000);
         metrics_run(LANG_PYTHON3, "ok", NULL, false, 10, 2000);
         metrics_run(LANG_PYTHON3, "timeout", NULL, false, 10, 2000);
@@ -173,7 +173,7 @@ TEST(metrics_runs_by_language_outcome_and_warm)
  * the sum is in seconds. */
 TEST(metrics_histogram_buckets_sum_and_count)
 {
-        metrics_init(NULL, 0, NULL);
+        metrics_init(NULL, NULL);
         metrics_run(LANG_PYTHON3, "ok", NULL, false, 0, 1000);      /* exactly 1 ms */
         metrics_run(LANG_PYTHON3, "ok", NULL, false, 0, 1001);      /* just above */
         metrics_run(LANG_PYTHON3, "ok", NULL, false, 0, 60000000);  /* the top bound */
@@ -211,7 +211,7 @@ TEST(metrics_histogram_buckets_sum_and_count)
 
 TEST(metrics_denied_syscalls_labels_and_overflow)
 {
-        metrics_init(NULL, 0, NULL);
+        metrics_init(NULL, NULL);
         metrics_run(LANG_PYTHON3, "syscall_denied", "ptrace", false, 0, 1);
         metrics_run(LANG_PYTHON3, "syscall_denied", "ptrace", false, 0, 1);
         metrics_run(LANG_PYTHON3, "syscall_denied", "bad\"name}\n", false, 0, 1);
@@ -242,8 +242,10 @@ TEST(metrics_denied_syscalls_labels_and_overflow)
 
 TEST(metrics_pool_gauges_from_the_shared_page)
 {
-        struct shared_stats *s = stats_map();
+        int fd = -1;
+        struct shared_stats *s = stats_create(&fd);
         EXPECT_NOT_NULL(s);
+        close(fd);
         atomic_store(&s->armed[LANG_PYTHON3][0], 4);
         atomic_store(&s->armed[LANG_PYTHON3][1], 2);
         atomic_store(&s->spawning[LANG_NODEJS][1], 1);
@@ -251,8 +253,9 @@ TEST(metrics_pool_gauges_from_the_shared_page)
         atomic_store(&s->runtime[LANG_PYTHON3], 1);
         atomic_store(&s->spawn_failures, 5);
         atomic_store(&s->net_refused[0], 9);
-        atomic_store(&s->zygote_pid, getppid()); /* a process that exists */
-        metrics_init(s, getppid(), NULL);
+        atomic_store(&s->rss[STATS_PROC_JAILER], 12345678);
+        atomic_store(&s->rss[STATS_PROC_ZYGOTE], 7654321);
+        metrics_init(s, NULL);
         char *t = metrics_render(0);
         check_exposition(t);
         EXPECT_TRUE(sample(t, "lockbox_pool_armed{language=\"python3\",network=\"false\"}") == 4);
@@ -272,29 +275,40 @@ TEST(metrics_pool_gauges_from_the_shared_page)
                          egress_reason_names[i]);
                 EXPECT_TRUE(sample(t, s0) == 0);
         }
-        EXPECT_TRUE(sample(t, "lockbox_process_resident_memory_bytes{process=\"jailer\"}") > 0);
-        EXPECT_TRUE(sample(t, "lockbox_process_resident_memory_bytes{process=\"zygote\"}") > 0);
+        EXPECT_TRUE(sample(t, "lockbox_process_resident_memory_bytes{process=\"jailer\"}") ==
+                    12345678);
+        EXPECT_TRUE(sample(t, "lockbox_process_resident_memory_bytes{process=\"zygote\"}") ==
+                    7654321);
+        EXPECT_STR_NOT_CONTAINS(t, "process=\"http\""); /* 0: not measured yet */
         free(t);
         stats_unmap(s);
 }
 
-/* The shared page is zeroed, and what one process writes the other
- * reads (the jailer writes, the HTTP process renders). */
-TEST(metrics_shared_page_crosses_fork)
+/* The shared page is zeroed; what the jailer writes, a reader that
+ * attached through the memfd sees; the reader can neither map it
+ * writable nor write(2) to it. */
+TEST(metrics_shared_page_is_read_only_for_readers)
 {
-        struct shared_stats *s = stats_map();
+        int fd = -1;
+        struct shared_stats *s = stats_create(&fd);
         EXPECT_NOT_NULL(s);
         EXPECT_UINT_EQ(atomic_load(&s->spawn_failures), 0);
         EXPECT_INT_EQ(atomic_load(&s->zygote_pid), 0);
-        pid_t pid = fork();
-        if (pid == 0) {
-                atomic_store(&s->armed[LANG_NODEJS][0], 3);
-                _exit(0);
-        }
-        EXPECT_INT_EQ(waitpid(pid, NULL, 0), pid);
-        EXPECT_UINT_EQ(atomic_load(&s->armed[LANG_NODEJS][0]), 3);
+        const struct shared_stats *r = stats_attach(fd);
+        EXPECT_NOT_NULL(r);
+        atomic_store(&s->armed[LANG_NODEJS][0], 3);
+        EXPECT_UINT_EQ(atomic_load(&r->armed[LANG_NODEJS][0]), 3);
+        EXPECT_TRUE(mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) ==
+                    MAP_FAILED);
+        EXPECT_ERRNO(-errno, -EPERM);
+        char zero[8] = {0};
+        EXPECT_INT_EQ(pwrite(fd, zero, sizeof(zero), 0), -1);
+        EXPECT_ERRNO(-errno, -EPERM);
+        EXPECT_UINT_EQ(atomic_load(&r->armed[LANG_NODEJS][0]), 3);
+        stats_unmap(r);
         stats_unmap(s);
         stats_unmap(NULL);
+        close(fd);
 }
 
 TEST(metrics_dependency_layer_status)
@@ -307,7 +321,7 @@ TEST(metrics_dependency_layer_status)
         EXPECT_NOT_NULL(f);
         fputs("{\"status\":\"ok\",\"dependencies\":[{\"name\":\"a\"},{\"name\":\"b\"}]}", f);
         fclose(f);
-        metrics_init(NULL, 0, dir);
+        metrics_init(NULL, dir);
         char *t = metrics_render(0);
         check_exposition(t);
         EXPECT_TRUE(sample(t, "lockbox_dependencies_installed") == 2);
@@ -333,7 +347,7 @@ TEST(metrics_dependency_layer_status)
 
 TEST(metrics_in_flight_excludes_queued_runs)
 {
-        metrics_init(NULL, 0, NULL);
+        metrics_init(NULL, NULL);
         metrics_queued(+3);
         metrics_queued(-1);
         char *t = metrics_render(5);
