@@ -252,3 +252,35 @@ def test_zygote_is_replaced_after_max_age(lockboxd_factory):
         after = run(d, LAYOUT)
         assert after["status"] == "ok", after
     assert after["stdout"] != before, (before, after)
+
+
+def test_spawn_failures_leave_no_descriptor_in_the_jailer(lockboxd_factory):
+    """Armed processes killed before they serve (a spawn that failed, as
+    the jailer sees it; the same path as one that dies starting) are
+    replaced 40 times over: each death closes what the jailer held for it
+    (pidfd, channel, timer, sync and report pipes, cgroup fds, namespace)."""
+    from conftest import eventually
+    d = lockboxd_factory(warm={"mode": "warm", "python_pool": 2, "nodejs_pool": 1})
+    assert wait_for(lambda: len(armed(d)) >= 6, scaled(20)), armed(d)  # both network modes
+
+    def count():
+        return len(os.listdir(f"/proc/{d.pid}/fd"))
+    before = count()
+    killed = 0
+    while killed < 40:
+        for pid, _ in armed(d):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        assert wait_for(lambda: len(armed(d)) >= 6, scaled(20)), armed(d)
+    m = d.new_session().get(d.url("/metrics"), timeout=10).text
+    failures = [ln for ln in m.splitlines() if ln.startswith("lockbox_spawn_failures_total ")]
+    assert failures and float(failures[0].split()[1]) >= 40, failures
+
+    def settled():
+        now = count()
+        assert now <= before + 3, f"{now} fds in the jailer after {killed} failures, {before} before"
+    eventually(settled, scaled(5))
+    assert run(d, "print('still')")["stdout"] == "still\n"
