@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -290,9 +291,9 @@ class Reference:
         while True:  # flock's child is run.sh, which execs (unshare, sh) into the server
             if self.proc.poll() is not None:
                 raise RuntimeError(f"reference exited with {self.proc.returncode}:\n{self.tail()}")
-            kids = [p for p, _ in tree(self.proc.pid) if p != self.proc.pid]
+            kids = [p for p, (ppid, _, _) in proc_table().items() if ppid == self.proc.pid]
             if kids:
-                self.root = min(kids)
+                self.root = kids[0]
                 return time.monotonic()
             time.sleep(0.05)
 
@@ -319,7 +320,10 @@ class Reference:
             time.sleep(0.1)
         left = [p for p, s in procs if alive(p, s)]
         for pid in left:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -602,12 +606,14 @@ def main():
     except KeyboardInterrupt:
         print("interrupted: stopping the servers", flush=True)
         clean = False
-    except Exception as e:  # noqa: BLE001  (report, then stop the servers)
-        print(f"error: {e}", flush=True)
+    except Exception:  # noqa: BLE001  (report, then stop the servers)
+        traceback.print_exc()
         if len(servers) > 1 and servers[1].proc is not None:
             print("reference log:\n" + servers[1].tail())
         clean = False
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not stop the clean-up
         for s in servers:
             clean = s.shutdown() and clean
         shutil.rmtree(tmp, ignore_errors=True)
