@@ -11,7 +11,7 @@ it waits for it). Both are stopped at the end, with every process of
 theirs, also on Ctrl-C or an error. As root, by hand, never in CI:
 
     /usr/bin/python3 bench/compare.py [REF_BUILD] [--quick] [--only lockbox]
-        [--runs 100] [--seconds 10] [--clients 1,4,16,64] [--gap-ms 20]
+        [--runs 100] [--seconds 10] [--clients 1,4,16,64] [--gap-ms 20] [--ref-fresh]
 
 What it measures, over one keep-alive connection per client (http.client):
 p50/p99 of five programs (a trivial Python run, Dify's Python runner script,
@@ -462,7 +462,7 @@ def throughput(server, prog, clients, seconds):
             counts["failed"] += bad
 
     def sampler():
-        while not stop.wait(1.0):
+        while not stop.wait(0.5):
             m = memory(server.root)
             for k in peak:
                 peak[k] = max(peak[k], m[k])
