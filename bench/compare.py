@@ -18,9 +18,10 @@ p50/p99 of five programs (a trivial Python run, Dify's Python runner script,
 `import requests`, Dify's Jinja2 runner script, a trivial Node.js run), each
 run once on one server then once on the other; runs/s of the trivial
 Python run at each client count, one server then the other; time from
-start to the first successful run; resident memory of the whole service
-(every process of its tree, summed: RSS and PSS) idle and under load; the
-CPU a run costs in all (the whole machine from /proc/stat, minus this
+start to /health, to the first successful run, to every program working
+and to the server's own readiness (measuring starts after it); resident
+memory of the whole service (every process of its tree, summed: RSS and
+PSS) idle and under load; the CPU a run costs in all (the whole machine from /proc/stat, minus this
 script's own CPU, divided by runs; and the service's own processes). The
 trivial programs and the throughput run both with and without network
 (enable_network); the other programs with it, as Dify sends them. The
