@@ -502,11 +502,11 @@ def ratio(a, b):
 
 def table(res, names, only_lockbox):
     cols = ["lockbox"] + ([] if only_lockbox else ["reference"])
-    head = f"{'':<38}" + "".join(f"{c:>24}" for c in cols) + ("" if only_lockbox else f"{'advantage':>11}")
+    head = f"{'':<38}" + "".join(f" {c:>25}" for c in cols) + ("" if only_lockbox else f"{'advantage':>11}")
     lines = [head]
 
     def row(label, cells, adv=""):
-        lines.append(f"{label:<38}" + "".join(f"{c:>24}" for c in cells) + (f"{adv:>11}" if not only_lockbox else ""))
+        lines.append(f"{label:<38}" + "".join(f" {c:>25}" for c in cells) + (f"{adv:>11}" if not only_lockbox else ""))
 
     def get(srv, *path):
         v = res.get(srv)
