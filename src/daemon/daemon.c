@@ -9,8 +9,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <pwd.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,27 +85,6 @@ static int open_listeners(const struct config *cfg, int *ret_api, int *ret_metri
                 return -EINVAL;
         }
         return open_listener(addr, port, "server.metrics_listen", ret_metrics, err, errlen);
-}
-
-static int lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *err,
-                       size_t errlen)
-{
-        struct passwd *pw = getpwnam(name);
-        if (pw) {
-                *ret_uid = pw->pw_uid;
-                *ret_gid = pw->pw_gid;
-        } else if (strcmp(name, "nobody") == 0) {
-                *ret_uid = *ret_gid = 65534;
-        } else {
-                snprintf(err, errlen, "server.user: no such user '%s'", name);
-                return -ENOENT;
-        }
-        if (*ret_uid == 0) {
-                snprintf(err, errlen, "server.user: '%s' is root; the HTTP side must not be",
-                         name);
-                return -EINVAL;
-        }
-        return 0;
 }
 
 /* ---- start-up checks: refuse with one clear line what cannot work --------- */
@@ -258,7 +235,7 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
         gid_t gid;
         _cleanup_close_ int lfd = -1, mfd = -1;
         struct jailer *j = NULL;
-        if (lookup_user(cfg->user, &uid, &gid, err, errlen) < 0 ||
+        if (http_exec_user(cfg->user, &uid, &gid, err, errlen) < 0 ||
             open_listeners(cfg, &lfd, &mfd, err, errlen) < 0 || jailer_new(cfg, &j, err, errlen) < 0)
                 return 1;
         /* ctrl: runs and installs; logs: the reopened log file, on SIGHUP */

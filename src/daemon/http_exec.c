@@ -107,6 +107,26 @@ _Noreturn void http_exec_child(const struct http_exec *x, int settings, int self
         _exit(1);
 }
 
+int http_exec_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *err, size_t errlen)
+{
+        struct passwd *pw = getpwnam(name);
+        if (pw) {
+                *ret_uid = pw->pw_uid;
+                *ret_gid = pw->pw_gid;
+        } else if (strcmp(name, "nobody") == 0) {
+                *ret_uid = *ret_gid = 65534; /* a host without the account */
+        } else {
+                snprintf(err, errlen, "server.user: no such user '%s'", name);
+                return -ENOENT;
+        }
+        if (*ret_uid == 0) {
+                snprintf(err, errlen, "server.user: '%s' is root; the HTTP side must not be",
+                         name);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 /* ---- the new image ----------------------------------------------------------- */
 
 /* Drop to server.user for good, then take away what the HTTP side never
@@ -216,20 +236,6 @@ int http_exec_main(int settings_fd)
 
 /* ---- --check-http-confinement ------------------------------------------------- */
 
-static int check_user(const char *name, uid_t *ret_uid, gid_t *ret_gid)
-{
-        struct passwd *pw = getpwnam(name);
-        if (pw) {
-                *ret_uid = pw->pw_uid;
-                *ret_gid = pw->pw_gid;
-        } else if (strcmp(name, "nobody") == 0) {
-                *ret_uid = *ret_gid = 65534;
-        } else {
-                return -ENOENT;
-        }
-        return *ret_uid == 0 ? -EINVAL : 0;
-}
-
 /* In the confined child: what each attempt got, as a line for the parent. */
 static void try_open(const char *path, int flags)
 {
@@ -260,8 +266,9 @@ int http_exec_check(const struct config *cfg)
 {
         uid_t uid;
         gid_t gid;
-        if (check_user(cfg->user, &uid, &gid) < 0) {
-                fprintf(stderr, "lockboxd: server.user '%s': no such user, or root\n", cfg->user);
+        char err[256];
+        if (http_exec_user(cfg->user, &uid, &gid, err, sizeof(err)) < 0) {
+                fprintf(stderr, "lockboxd: %s\n", err);
                 return 1;
         }
         int abi = landlock_abi();

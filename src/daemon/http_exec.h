@@ -30,6 +30,10 @@ struct http_exec {
         size_t n_dns_upstreams;
 };
 
+/* server.user's UID and GID (refusing root), or a negative errno with a
+ * message in err. */
+int http_exec_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *err, size_t errlen);
+
 /* The settings memfd (close-on-exec), or a negative errno. */
 int http_exec_settings(const struct http_exec *x);
 
