@@ -60,7 +60,7 @@ ifneq ($(SAN),)
 endif
 
 .PHONY: all deps run test unit integration integration-cold attacks attacks-cold clean \
-        format fuzz fuzz-smoke fuzz-regressions
+        format format-check fuzz fuzz-smoke fuzz-regressions
 
 all: $(BUILD)/lockboxd $(BUILD)/lockbox $(BUILD)/lockbox-pyzygote
 
@@ -119,7 +119,7 @@ attacks-cold: all
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
 
-test: unit integration integration-cold attacks attacks-cold fuzz-smoke
+test: format-check unit integration integration-cold attacks attacks-cold fuzz-smoke
 
 # libFuzzer targets (tests/fuzz/), always built with clang, ASan and UBSan
 # whatever SAN says; each links only the src/ files it exercises, compiled
@@ -179,11 +179,19 @@ fuzz-smoke: fuzz-regressions
 	  grep -h 'stat::number_of_executed_units' $(FUZZ_BUILD)/$$t.log; \
 	done
 
-format:
-	clang-format -i $(shell find src tests -name '*.[ch]')
-
 clean:
 	rm -rf build
 
 -include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(ZYG_OBJS:.o=.d) \
          $(BUILD)/src/main.d
+
+# Every C file in the project's .clang-format style: `make format` rewrites
+# them, `make format-check` (part of `make test`) fails on any difference.
+FORMAT_SRCS := $(sort $(wildcard src/*.[ch] src/*/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch] \
+                                 tests/san/*.[ch]))
+
+format:
+	clang-format -i $(FORMAT_SRCS)
+
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_SRCS)
