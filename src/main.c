@@ -31,12 +31,14 @@ struct args {
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
-        static const struct option opts[] = {
-                {"config", required_argument, NULL, 'c'}, {"check-config", no_argument, NULL, 'k'},
-                {"dump-config", no_argument, NULL, 'd'},  {"config-doc", no_argument, NULL, 'D'},
-                {"version", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
-                {"check-http-confinement", no_argument, NULL, 'H'},
-                {NULL, 0, NULL, 0}};
+        static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"check-config", no_argument, NULL, 'k'},
+                                             {"dump-config", no_argument, NULL, 'd'},
+                                             {"config-doc", no_argument, NULL, 'D'},
+                                             {"version", no_argument, NULL, 'v'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"check-http-confinement", no_argument, NULL, 'H'},
+                                             {NULL, 0, NULL, 0}};
         *a = (struct args){.config = "conf/config.yaml"};
         int c;
         while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {

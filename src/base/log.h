@@ -32,7 +32,7 @@ void log_replace_file(int fd);
  * length written. */
 size_t log_logfmt_to_json(const char *line, size_t len, char *out, size_t outlen);
 void log_emit(enum log_level lvl, const char *trace_id, const char *event, const char *fmt, ...)
-        _printf_(4, 5);
+    _printf_(4, 5);
 /* Quote a value for logfmt; returns one of a few thread-local buffers. */
 const char *log_q(const char *value);
 

@@ -11,75 +11,75 @@
 
 struct config {
         /* app (reference keys) */
-        int port;          /* app.port, SANDBOX_PORT */
-        bool debug;        /* app.debug, DEBUG */
-        char *key;         /* app.key, API_KEY */
-        int max_workers;   /* MAX_WORKERS: runs executing at once; more wait */
-        int max_requests;  /* MAX_REQUESTS: runs in flight (running + waiting) */
-        int worker_timeout; /* seconds, WORKER_TIMEOUT */
-        char *python_path;  /* PYTHON_PATH */
-        char *python_pip_mirror_url;          /* PIP_MIRROR_URL */
-        int64_t python_deps_update_interval;  /* seconds, 0 = never; PYTHON_DEPS_UPDATE_INTERVAL */
-        char *nodejs_path;  /* NODEJS_PATH */
-        bool enable_network; /* ENABLE_NETWORK */
-        bool enable_preload; /* ENABLE_PRELOAD */
-        int *allowed_syscalls; /* resolved numbers, ALLOWED_SYSCALLS */
+        int port;                            /* app.port, SANDBOX_PORT */
+        bool debug;                          /* app.debug, DEBUG */
+        char *key;                           /* app.key, API_KEY */
+        int max_workers;                     /* MAX_WORKERS: runs executing at once; more wait */
+        int max_requests;                    /* MAX_REQUESTS: runs in flight (running + waiting) */
+        int worker_timeout;                  /* seconds, WORKER_TIMEOUT */
+        char *python_path;                   /* PYTHON_PATH */
+        char *python_pip_mirror_url;         /* PIP_MIRROR_URL */
+        int64_t python_deps_update_interval; /* seconds, 0 = never; PYTHON_DEPS_UPDATE_INTERVAL */
+        char *nodejs_path;                   /* NODEJS_PATH */
+        bool enable_network;                 /* ENABLE_NETWORK */
+        bool enable_preload;                 /* ENABLE_PRELOAD */
+        int *allowed_syscalls;               /* resolved numbers, ALLOWED_SYSCALLS */
         size_t n_allowed_syscalls;
-        char *log_path;      /* directory for lockboxd.log, "" = stderr only */
-        char *proxy_socks5;  /* SOCKS5_PROXY */
-        char *proxy_http;    /* HTTP_PROXY */
-        char *proxy_https;   /* HTTPS_PROXY */
+        char *log_path;     /* directory for lockboxd.log, "" = stderr only */
+        char *proxy_socks5; /* SOCKS5_PROXY */
+        char *proxy_http;   /* HTTP_PROXY */
+        char *proxy_https;  /* HTTPS_PROXY */
 
         /* compat: opt into dify-sandbox behaviour lockbox changed on purpose */
-        bool stderr_is_error;    /* compat.stderr_is_error: "error" = stderr on exit 0 */
+        bool stderr_is_error; /* compat.stderr_is_error: "error" = stderr on exit 0 */
 
         /* server: the HTTP side */
-        char *listen;            /* server.listen: IPv4/IPv6 address to bind */
-        int64_t max_body_bytes;  /* server.max_body_bytes */
-        char *user;              /* server.user: unprivileged account for the HTTP process */
-        int connection_timeout;  /* server.connection_timeout, seconds idle */
-        int header_timeout;      /* server.header_timeout, seconds */
-        int body_timeout;        /* server.body_timeout, seconds */
-        int max_connections;     /* server.max_connections */
+        char *listen;               /* server.listen: IPv4/IPv6 address to bind */
+        int64_t max_body_bytes;     /* server.max_body_bytes */
+        char *user;                 /* server.user: unprivileged account for the HTTP process */
+        int connection_timeout;     /* server.connection_timeout, seconds idle */
+        int header_timeout;         /* server.header_timeout, seconds */
+        int body_timeout;           /* server.body_timeout, seconds */
+        int max_connections;        /* server.max_connections */
         int max_connections_per_ip; /* server.max_connections_per_ip */
-        char *log_format;        /* server.log_format: "logfmt" or "json" */
-        bool metrics;            /* server.metrics: serve GET /metrics */
-        char *metrics_listen;    /* server.metrics_listen: "ADDR:PORT", "" = the API's */
+        char *log_format;           /* server.log_format: "logfmt" or "json" */
+        bool metrics;               /* server.metrics: serve GET /metrics */
+        char *metrics_listen;       /* server.metrics_listen: "ADDR:PORT", "" = the API's */
 
         /* limits: per run */
-        int64_t memory_bytes;    /* limits.memory */
-        int processes;           /* limits.processes (tasks incl. threads) */
-        int64_t output_bytes;    /* limits.output: stdout+stderr together */
-        int64_t tmp_bytes;       /* limits.tmp_size */
-        int tmp_inodes;          /* limits.tmp_inodes */
-        int cpu_seconds;         /* limits.cpu_time */
-        int open_files;          /* limits.open_files */
-        int64_t file_bytes;      /* limits.file_size */
+        int64_t memory_bytes; /* limits.memory */
+        int processes;        /* limits.processes (tasks incl. threads) */
+        int64_t output_bytes; /* limits.output: stdout+stderr together */
+        int64_t tmp_bytes;    /* limits.tmp_size */
+        int tmp_inodes;       /* limits.tmp_inodes */
+        int cpu_seconds;      /* limits.cpu_time */
+        int open_files;       /* limits.open_files */
+        int64_t file_bytes;   /* limits.file_size */
 
         /* jail */
-        int uid_min;             /* jail.uid_min */
-        int uid_max;             /* jail.uid_max */
-        char **extra_ro_paths;   /* jail.extra_ro_paths: absolute, bound read-only */
+        int uid_min;           /* jail.uid_min */
+        int uid_max;           /* jail.uid_max */
+        char **extra_ro_paths; /* jail.extra_ro_paths: absolute, bound read-only */
         size_t n_extra_ro_paths;
-        char *hostname;          /* jail.hostname */
+        char *hostname; /* jail.hostname */
 
         /* network: how runs with network reach it */
-        char *net_mode;          /* network.mode: "namespace" (default) or "host" */
-        char *net_subnet;        /* network.subnet: IPv4 CIDR of run addresses */
-        char **net_allow;        /* network.allow: CIDR, CIDR:port, ADDRESS:port */
+        char *net_mode;   /* network.mode: "namespace" (default) or "host" */
+        char *net_subnet; /* network.subnet: IPv4 CIDR of run addresses */
+        char **net_allow; /* network.allow: CIDR, CIDR:port, ADDRESS:port */
         size_t n_net_allow;
-        char **net_egress_only;  /* network.egress_only: when set, the only destinations */
+        char **net_egress_only; /* network.egress_only: when set, the only destinations */
         size_t n_net_egress_only;
-        char **net_dns_servers;  /* network.dns_servers: upstream resolvers, [] = resolv.conf */
+        char **net_dns_servers; /* network.dns_servers: upstream resolvers, [] = resolv.conf */
         size_t n_net_dns_servers;
 
         /* warm execution */
-        char *warm_mode;         /* warm.mode: "warm" (default) or "cold" */
-        int python_pool;         /* warm.python_pool: armed Python processes */
-        int nodejs_pool;         /* warm.nodejs_pool: armed Node.js processes */
-        int zygote_max_runs;     /* warm.zygote_max_runs: 0 = no limit */
-        int64_t zygote_max_age;  /* warm.zygote_max_age, seconds: 0 = no limit */
-        char **python_preload;   /* warm.python_preload: modules the zygote imports */
+        char *warm_mode;        /* warm.mode: "warm" (default) or "cold" */
+        int python_pool;        /* warm.python_pool: armed Python processes */
+        int nodejs_pool;        /* warm.nodejs_pool: armed Node.js processes */
+        int zygote_max_runs;    /* warm.zygote_max_runs: 0 = no limit */
+        int64_t zygote_max_age; /* warm.zygote_max_age, seconds: 0 = no limit */
+        char **python_preload;  /* warm.python_preload: modules the zygote imports */
         size_t n_python_preload;
 
         /* dependencies */

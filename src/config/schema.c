@@ -60,14 +60,20 @@ static int check_ro_path(const char *v, struct schema_error *e)
                 return schema_fail(e, 0, "'/' cannot be bound read-only into the jail");
         /* The jail mounts its own /tmp, /proc and /dev: a bind there would be
          * hidden, and the generated /etc files must stay the jail's. */
-        static const char *const owned[] = {"/tmp", "/proc", "/dev", "/etc/passwd",
-                                            "/etc/group", "/etc/hostname", "/etc/hosts",
-                                            "/etc/resolv.conf", "/etc/nsswitch.conf"};
+        static const char *const owned[] = {"/tmp",
+                                            "/proc",
+                                            "/dev",
+                                            "/etc/passwd",
+                                            "/etc/group",
+                                            "/etc/hostname",
+                                            "/etc/hosts",
+                                            "/etc/resolv.conf",
+                                            "/etc/nsswitch.conf"};
         for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
                 size_t n = strlen(owned[i]);
                 if (strncmp(v, owned[i], n) == 0 && (v[n] == '/' || v[n] == '\0'))
-                        return schema_fail(e, 0, "'%s' is inside %s, which the jail provides itself",
-                                           q, owned[i]);
+                        return schema_fail(
+                            e, 0, "'%s' is inside %s, which the jail provides itself", q, owned[i]);
         }
         for (const char *p = v + 1;;) {
                 size_t n = strcspn(p, "/");

@@ -93,13 +93,13 @@ static const struct {
         int cap;
         const char *name, *why;
 } needed_caps[] = {
-        {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "namespaces and mounts"},
-        {CAP_SETUID, "CAP_SETUID", "runs' UIDs"},
-        {CAP_SETGID, "CAP_SETGID", "runs' GIDs"},
-        {CAP_SETPCAP, "CAP_SETPCAP", "emptying runs' capability bounding set"},
-        {CAP_KILL, "CAP_KILL", "stopping runs"},
-        {CAP_CHOWN, "CAP_CHOWN", "sealing the dependency layer"},
-        {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE", "cgroups and staging directories"},
+    {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "namespaces and mounts"},
+    {CAP_SETUID, "CAP_SETUID", "runs' UIDs"},
+    {CAP_SETGID, "CAP_SETGID", "runs' GIDs"},
+    {CAP_SETPCAP, "CAP_SETPCAP", "emptying runs' capability bounding set"},
+    {CAP_KILL, "CAP_KILL", "stopping runs"},
+    {CAP_CHOWN, "CAP_CHOWN", "sealing the dependency layer"},
+    {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE", "cgroups and staging directories"},
 };
 
 static int check_capabilities(char *err, size_t errlen)
@@ -120,8 +120,10 @@ static int check_capabilities(char *err, size_t errlen)
         }
         if (!*missing)
                 return 0;
-        snprintf(err, errlen, "missing capabilities: %s; in a container add them "
-                              "(docs/DEPLOY.md), do not use --privileged", missing);
+        snprintf(err, errlen,
+                 "missing capabilities: %s; in a container add them "
+                 "(docs/DEPLOY.md), do not use --privileged",
+                 missing);
         return -EPERM;
 }
 
@@ -154,10 +156,11 @@ static int probe_namespaces(char *err, size_t errlen)
                 waitpid(pid, NULL, 0);
         if (n != sizeof(msg) || msg[1] == 0)
                 return 0;
-        static const char *const what[] = {"create namespaces (unshare)",
-                                           "make mounts private", "mount a tmpfs"};
-        snprintf(err, errlen, "cannot %s: %s; a container needs CAP_SYS_ADMIN and a seccomp "
-                              "and AppArmor profile that allow it (docs/DEPLOY.md)",
+        static const char *const what[] = {"create namespaces (unshare)", "make mounts private",
+                                           "mount a tmpfs"};
+        snprintf(err, errlen,
+                 "cannot %s: %s; a container needs CAP_SYS_ADMIN and a seccomp "
+                 "and AppArmor profile that allow it (docs/DEPLOY.md)",
                  what[msg[0]], strerror(msg[1]));
         return -msg[1];
 }
@@ -186,8 +189,8 @@ static void warn_public_key(const struct config *cfg)
  * IP_FREEBIND since the address exists only while a run's link does). */
 static int open_dns(uint32_t gateway, int type, int *ret)
 {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53),
-                                 .sin_addr.s_addr = htonl(gateway)};
+        struct sockaddr_in sa = {
+            .sin_family = AF_INET, .sin_port = htons(53), .sin_addr.s_addr = htonl(gateway)};
         int one = 1;
         _cleanup_close_ int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) < 0 ||
@@ -212,8 +215,7 @@ static void open_dns_relay(const struct config *cfg, uint32_t gateway, struct ht
                 o->dns_udp_fd = safe_close(o->dns_udp_fd);
                 return;
         }
-        o->n_dns_upstreams = net_dns_upstreams(cfg, o->dns_upstreams,
-                                               ELEMENTSOF(o->dns_upstreams));
+        o->n_dns_upstreams = net_dns_upstreams(cfg, o->dns_upstreams, ELEMENTSOF(o->dns_upstreams));
 }
 
 /* Each run holds about seven fds in the jailer and four in the HTTP
@@ -236,7 +238,8 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
         _cleanup_close_ int lfd = -1, mfd = -1;
         struct jailer *j = NULL;
         if (http_exec_user(cfg->user, &uid, &gid, err, errlen) < 0 ||
-            open_listeners(cfg, &lfd, &mfd, err, errlen) < 0 || jailer_new(cfg, &j, err, errlen) < 0)
+            open_listeners(cfg, &lfd, &mfd, err, errlen) < 0 ||
+            jailer_new(cfg, &j, err, errlen) < 0)
                 return 1;
         /* ctrl: runs and installs; logs: the reopened log file, on SIGHUP */
         int sv[2], lv[2] = {-1, -1};
@@ -247,9 +250,15 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
                 jailer_free(j);
                 return 1;
         }
-        struct http_exec o = {.cfg = cfg, .uid = uid, .gid = gid, .listen_fd = lfd,
-                              .metrics_fd = mfd, .ctrl_fd = sv[1], .log_sock = lv[1],
-                              .log_file_fd = log_get_file_fd(), .stats_fd = jailer_stats_fd(j)};
+        struct http_exec o = {.cfg = cfg,
+                              .uid = uid,
+                              .gid = gid,
+                              .listen_fd = lfd,
+                              .metrics_fd = mfd,
+                              .ctrl_fd = sv[1],
+                              .log_sock = lv[1],
+                              .log_file_fd = log_get_file_fd(),
+                              .stats_fd = jailer_stats_fd(j)};
         open_dns_relay(cfg, jailer_gateway(j), &o);
         int settings = http_exec_settings(&o);
         pid_t pid = settings < 0 ? (errno = -settings, -1) : fork();
@@ -280,8 +289,9 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
 int daemon_main(const struct config *cfg, char *err, size_t errlen)
 {
         if (geteuid() != 0) {
-                snprintf(err, errlen, "must run as root: it creates namespaces and cgroups "
-                                      "and switches runs to sandbox UIDs");
+                snprintf(err, errlen,
+                         "must run as root: it creates namespaces and cgroups "
+                         "and switches runs to sandbox UIDs");
                 return 1;
         }
         if (check_capabilities(err, errlen) < 0 || probe_namespaces(err, errlen) < 0)

@@ -120,8 +120,7 @@ int http_exec_user(const char *name, uid_t *ret_uid, gid_t *ret_gid, char *err, 
                 return -ENOENT;
         }
         if (*ret_uid == 0) {
-                snprintf(err, errlen, "server.user: '%s' is root; the HTTP side must not be",
-                         name);
+                snprintf(err, errlen, "server.user: '%s' is root; the HTTP side must not be", name);
                 return -EINVAL;
         }
         return 0;

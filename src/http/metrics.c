@@ -20,38 +20,38 @@
 #include "ipc/stats.h"
 
 static const char *const route_names[] = {
-        "/health",
-        "/ready",
-        "/metrics",
-        "/v1/sandbox/run",
-        "/v1/sandbox/dependencies",
-        "/v1/sandbox/dependencies/update",
-        "/v1/sandbox/dependencies/refresh",
-        "other", /* unknown paths, and requests refused before routing */
+    "/health",
+    "/ready",
+    "/metrics",
+    "/v1/sandbox/run",
+    "/v1/sandbox/dependencies",
+    "/v1/sandbox/dependencies/update",
+    "/v1/sandbox/dependencies/refresh",
+    "other", /* unknown paths, and requests refused before routing */
 };
 #define N_ROUTES ELEMENTSOF(route_names)
 #define STATUS_MIN 100
 #define STATUS_MAX 599
 
 static const char *const outcome_names[OUTCOME_COUNT] = {
-        [OUTCOME_OK] = "ok",
-        [OUTCOME_RUNTIME_ERROR] = "runtime_error",
-        [OUTCOME_TIMEOUT] = "timeout",
-        [OUTCOME_SYSCALL_DENIED] = "syscall_denied",
-        [OUTCOME_MEMORY_LIMIT] = "memory_limit",
-        [OUTCOME_OUTPUT_LIMIT] = "output_limit",
-        [OUTCOME_ERROR] = "error",
+    [OUTCOME_OK] = "ok",
+    [OUTCOME_RUNTIME_ERROR] = "runtime_error",
+    [OUTCOME_TIMEOUT] = "timeout",
+    [OUTCOME_SYSCALL_DENIED] = "syscall_denied",
+    [OUTCOME_MEMORY_LIMIT] = "memory_limit",
+    [OUTCOME_OUTPUT_LIMIT] = "output_limit",
+    [OUTCOME_ERROR] = "error",
 };
 
 static const char *const lang_names[STATS_LANGS] = {
-        [LANG_PYTHON3] = "python3",
-        [LANG_NODEJS] = "nodejs",
+    [LANG_PYTHON3] = "python3",
+    [LANG_NODEJS] = "nodejs",
 };
 
 /* Upper bounds in microseconds; +Inf is implicit. */
-static const uint64_t bucket_us[] = {1000,   2500,   5000,    10000,   25000,   50000,
-                                     100000, 250000, 500000,  1000000, 2500000, 5000000,
-                                     10000000, 30000000, 60000000};
+static const uint64_t bucket_us[] = {1000,    2500,    5000,     10000,    25000,
+                                     50000,   100000,  250000,   500000,   1000000,
+                                     2500000, 5000000, 10000000, 30000000, 60000000};
 #define N_BUCKETS ELEMENTSOF(bucket_us)
 
 struct histogram {
@@ -71,7 +71,7 @@ static struct {
         atomic_int queued;
         atomic_ulong refused_runs;
         atomic_ulong deadline_missed[2]; /* headers, body */
-        pthread_mutex_t lock; /* guards the syscall table */
+        pthread_mutex_t lock;            /* guards the syscall table */
         char syscall_name[MAX_SYSCALLS][32];
         unsigned long syscall_count[MAX_SYSCALLS];
         unsigned n_syscalls;
@@ -143,8 +143,8 @@ static void count_syscall(const char *name)
         pthread_mutex_unlock(&m.lock);
 }
 
-void metrics_run(int lang, const char *status, const char *syscall, bool warm,
-                 uint64_t queue_us, uint64_t run_us)
+void metrics_run(int lang, const char *status, const char *syscall, bool warm, uint64_t queue_us,
+                 uint64_t run_us)
 {
         if (lang <= 0 || lang >= STATS_LANGS)
                 return;
@@ -204,10 +204,11 @@ static void render_requests(struct strbuf *sb)
                 for (unsigned s = 0; s <= STATUS_MAX - STATUS_MIN; s++) {
                         unsigned long v = get(&m.requests[r][s]);
                         if (v)
-                                strbuf_appendf(sb,
-                                               "lockbox_http_requests_total{route=\"%s\",code=\"%u\"} "
-                                               "%lu\n",
-                                               route_names[r], s + STATUS_MIN, v);
+                                strbuf_appendf(
+                                    sb,
+                                    "lockbox_http_requests_total{route=\"%s\",code=\"%u\"} "
+                                    "%lu\n",
+                                    route_names[r], s + STATUS_MIN, v);
                 }
 }
 
@@ -246,8 +247,8 @@ static void render_runs(struct strbuf *sb, int in_flight)
         header(sb, "lockbox_warm_runs_total", "counter",
                "Runs served by an armed (pre-started) process.");
         for (size_t l = 1; l < STATS_LANGS; l++)
-                strbuf_appendf(sb, "lockbox_warm_runs_total{language=\"%s\"} %lu\n",
-                               lang_names[l], get(&m.warm_runs[l]));
+                strbuf_appendf(sb, "lockbox_warm_runs_total{language=\"%s\"} %lu\n", lang_names[l],
+                               get(&m.warm_runs[l]));
         header(sb, "lockbox_run_duration_seconds", "histogram",
                "Time from a worker slot to the run's result, by language.");
         render_histogram(sb, "lockbox_run_duration_seconds", m.run_time);
@@ -306,12 +307,11 @@ static void render_pools(struct strbuf *sb)
         header(sb, "lockbox_runtime_available", "gauge",
                "1 when the language's interpreter was found at start-up.");
         for (size_t l = 1; l < STATS_LANGS; l++)
-                strbuf_appendf(sb, "lockbox_runtime_available{language=\"%s\"} %u\n",
-                               lang_names[l], atomic_load(&s->runtime[l]));
+                strbuf_appendf(sb, "lockbox_runtime_available{language=\"%s\"} %u\n", lang_names[l],
+                               atomic_load(&s->runtime[l]));
         header(sb, "lockbox_spawn_failures_total", "counter",
                "Sandbox processes that ended before they could serve a run.");
-        strbuf_appendf(sb, "lockbox_spawn_failures_total %lu\n",
-                       atomic_load(&s->spawn_failures));
+        strbuf_appendf(sb, "lockbox_spawn_failures_total %lu\n", atomic_load(&s->spawn_failures));
         header(sb, "lockbox_network_refused_total", "counter",
                "Packets of runs refused by the egress policy, by reason (read once a second).");
         for (size_t i = 0; i < EGRESS_REASONS; i++)

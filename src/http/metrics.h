@@ -30,8 +30,8 @@ void metrics_request(const char *route, unsigned status);
 /* One run handed to the jailer. lang: enum proto_language; the outcome's
  * name as result_status_name() gives it ("ok", "timeout", ...) or NULL for
  * no verdict; the denied syscall's name, if any. */
-void metrics_run(int lang, const char *status, const char *syscall, bool warm,
-                 uint64_t queue_us, uint64_t run_us);
+void metrics_run(int lang, const char *status, const char *syscall, bool warm, uint64_t queue_us,
+                 uint64_t run_us);
 /* A connection refused because a sandbox run opened it. */
 void metrics_refused_run_connection(void);
 /* A connection closed for sending its headers (or its body) too slowly. */

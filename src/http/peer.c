@@ -91,8 +91,10 @@ long peer_owner_uid(int family, unsigned sport, unsigned dport)
         /* each op: on a match jump `yes` bytes, else `no` (past the end:
          * reject); reaching the end exactly accepts */
         struct inet_diag_bc_op bc[4] = {
-                {INET_DIAG_BC_S_EQ, 8, 16 + 4}, {0, 0, (uint16_t)sport},
-                {INET_DIAG_BC_D_EQ, 8, 8 + 4},  {0, 0, (uint16_t)dport},
+            {INET_DIAG_BC_S_EQ, 8, 16 + 4},
+            {0, 0, (uint16_t)sport},
+            {INET_DIAG_BC_D_EQ, 8, 8 + 4},
+            {0, 0, (uint16_t)dport},
         };
         struct {
                 struct nlmsghdr nh;
@@ -100,11 +102,13 @@ long peer_owner_uid(int family, unsigned sport, unsigned dport)
                 struct rtattr rta;
                 struct inet_diag_bc_op bc[4];
         } req = {
-                .nh = {.nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-                       .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
-                .r = {.sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP,
-                      .idiag_states = ~0U},
-                .rta = {.rta_len = RTA_LENGTH(sizeof(bc)), .rta_type = INET_DIAG_REQ_BYTECODE},
+            .nh = {.nlmsg_len = sizeof(req),
+                   .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                   .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
+            .r = {.sdiag_family = (uint8_t)family,
+                  .sdiag_protocol = IPPROTO_TCP,
+                  .idiag_states = ~0U},
+            .rta = {.rta_len = RTA_LENGTH(sizeof(bc)), .rta_type = INET_DIAG_REQ_BYTECODE},
         };
         memcpy(req.bc, bc, sizeof(bc));
         struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};

@@ -7,10 +7,10 @@
 #include <stddef.h>
 
 struct run_request {
-        char *language;  /* NUL-terminated, validated UTF-8, no NUL inside */
-        char *code;      /* NUL-terminated; code_len excludes the NUL */
+        char *language; /* NUL-terminated, validated UTF-8, no NUL inside */
+        char *code;     /* NUL-terminated; code_len excludes the NUL */
         size_t code_len;
-        char *preload;   /* never NULL after success; may be "" */
+        char *preload; /* never NULL after success; may be "" */
         size_t preload_len;
         bool enable_network;
 };

@@ -74,15 +74,15 @@ static struct http_reply execute(struct http_state *st, const struct http_call *
 {
         const struct config *cfg = st->cfg;
         struct ipc_run_params p = {
-                .language = (uint32_t)lang,
-                .network = req->enable_network && cfg->enable_network,
-                .trace_id = c->trace->trace_id,
-                .code = req->code,
-                .code_len = req->code_len,
-                .preload = cfg->enable_preload ? req->preload : "",
-                .preload_len = cfg->enable_preload ? req->preload_len : 0,
-                .output_cap = (size_t)cfg->output_bytes,
-                .deadline_ms = cfg->worker_timeout * 1000 + 30000,
+            .language = (uint32_t)lang,
+            .network = req->enable_network && cfg->enable_network,
+            .trace_id = c->trace->trace_id,
+            .code = req->code,
+            .code_len = req->code_len,
+            .preload = cfg->enable_preload ? req->preload : "",
+            .preload_len = cfg->enable_preload ? req->preload_len : 0,
+            .output_cap = (size_t)cfg->output_bytes,
+            .deadline_ms = cfg->worker_timeout * 1000 + 30000,
         };
         int64_t queued = mono_us();
         metrics_queued(1);
@@ -98,8 +98,7 @@ static struct http_reply execute(struct http_state *st, const struct http_call *
         if (r < 0) {
                 metrics_run(lang, NULL, NULL, false, (uint64_t)(started - queued),
                             (uint64_t)(done - started));
-                log_error(c->trace->trace_id, "run.ipc_failed", "error=%s",
-                          log_q(strerror(-r)));
+                log_error(c->trace->trace_id, "run.ipc_failed", "error=%s", log_q(strerror(-r)));
                 char msg[128];
                 snprintf(msg, sizeof(msg), "sandbox unavailable: %s", strerror(-r));
                 return reply_error(200, -500, msg);
@@ -107,7 +106,8 @@ static struct http_reply execute(struct http_state *st, const struct http_call *
         const char *outcome = o.res.status == RUN_STATUS_DONE ? result_status_name(&o.res) : NULL;
         metrics_run(lang, outcome, o.res.syscall_name, o.warm, (uint64_t)(started - queued),
                     (uint64_t)(done - started));
-        log_info(c->trace->trace_id, "run", "lang=%s outcome=%s exit_code=%d warm=%d "
+        log_info(c->trace->trace_id, "run",
+                 "lang=%s outcome=%s exit_code=%d warm=%d "
                  "queue_ms=%lld run_ms=%lld stdout_bytes=%zu stderr_bytes=%zu",
                  req->language, outcome ? outcome : "refused", o.res.exit_code, o.warm,
                  (long long)(started - queued) / 1000, (long long)(done - started) / 1000,
@@ -148,8 +148,8 @@ static bool python_language(const struct http_call *c, struct http_reply *ret)
 {
         _cleanup_free_ char *lang = NULL;
         char err[256];
-        int r = request_decode_language(c->content_type, c->body, c->body_len,
-                                        c->query_language, &lang, err, sizeof(err));
+        int r = request_decode_language(c->content_type, c->body, c->body_len, c->query_language,
+                                        &lang, err, sizeof(err));
         if (r < 0) {
                 *ret = reply_error(200, r == -ENOMEM ? -500 : -400, err);
                 return false;
@@ -176,11 +176,11 @@ static struct http_reply list_deps(struct http_state *st)
         if (!status)
                 return reply_error(200, -500, "dependency status unavailable");
         json_t *root = json_pack(
-                "{s:i,s:s,s:{s:O,s:{s:O,s:O,s:O},s:O}}", "code", 0, "message", "success", "data",
-                "dependencies", json_object_get(status, "dependencies"), "last_install", "status",
-                json_object_get(status, "status"), "time", json_object_get(status, "time"),
-                "message", json_object_get(status, "message"), "installing",
-                json_object_get(status, "installing"));
+            "{s:i,s:s,s:{s:O,s:{s:O,s:O,s:O},s:O}}", "code", 0, "message", "success", "data",
+            "dependencies", json_object_get(status, "dependencies"), "last_install", "status",
+            json_object_get(status, "status"), "time", json_object_get(status, "time"), "message",
+            json_object_get(status, "message"), "installing",
+            json_object_get(status, "installing"));
         char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
         json_decref(root);
         json_decref(status);
@@ -241,8 +241,8 @@ struct http_reply route_ready(struct http_state *st, const struct http_call *c)
         bool python = s && atomic_load(&s->runtime[LANG_PYTHON3]);
         bool node = s && atomic_load(&s->runtime[LANG_NODEJS]);
         bool warm = s && atomic_load(&s->warmed);
-        const char *why = !python ? "not ready: the Python interpreter is missing"
-                          : !warm ? "not ready: starting the warm pools"
+        const char *why = !python   ? "not ready: the Python interpreter is missing"
+                          : !warm   ? "not ready: starting the warm pools"
                           : !status ? "not ready: dependency status unavailable"
                           : !deps   ? "not ready: installing Python dependencies"
                                     : NULL;

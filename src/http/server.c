@@ -44,13 +44,13 @@ struct route {
 };
 
 static const struct route routes[] = {
-        {"GET", "/health", false, BODY_NONE, route_health},
-        {"GET", "/ready", false, BODY_NONE, route_ready},
-        {"GET", "/metrics", false, BODY_NONE, route_metrics},
-        {"POST", "/v1/sandbox/run", true, BODY_CONFIGURED, route_run},
-        {"GET", "/v1/sandbox/dependencies", true, BODY_NONE, route_deps_list},
-        {"POST", "/v1/sandbox/dependencies/update", true, BODY_SMALL, route_deps_update},
-        {"GET", "/v1/sandbox/dependencies/refresh", true, BODY_NONE, route_deps_refresh},
+    {"GET", "/health", false, BODY_NONE, route_health},
+    {"GET", "/ready", false, BODY_NONE, route_ready},
+    {"GET", "/metrics", false, BODY_NONE, route_metrics},
+    {"POST", "/v1/sandbox/run", true, BODY_CONFIGURED, route_run},
+    {"GET", "/v1/sandbox/dependencies", true, BODY_NONE, route_deps_list},
+    {"POST", "/v1/sandbox/dependencies/update", true, BODY_SMALL, route_deps_update},
+    {"GET", "/v1/sandbox/dependencies/refresh", true, BODY_NONE, route_deps_refresh},
 };
 
 static size_t body_limit(const struct config *cfg, const struct route *r)
@@ -93,10 +93,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *r
                                   struct http_reply rep, bool close_after)
 {
         size_t len = rep.body ? strlen(rep.body) : 0;
-        struct MHD_Response *resp =
-                MHD_create_response_from_buffer(len, rep.body ? rep.body : (void *)"",
-                                                rep.body ? MHD_RESPMEM_MUST_FREE
-                                                         : MHD_RESPMEM_PERSISTENT);
+        struct MHD_Response *resp = MHD_create_response_from_buffer(
+            len, rep.body ? rep.body : (void *)"",
+            rep.body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         if (!resp) {
                 free(rep.body);
                 return MHD_NO;
@@ -125,8 +124,8 @@ static bool route_visible(const struct listener *l, const struct route *r)
         return cfg->metrics && (l->metrics_only || !*cfg->metrics_listen);
 }
 
-static const struct route *find_route(const struct listener *l, const char *method,
-                                      const char *url, bool *ret_path_known)
+static const struct route *find_route(const struct listener *l, const char *method, const char *url,
+                                      bool *ret_path_known)
 {
         *ret_path_known = false;
         for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
@@ -187,28 +186,31 @@ static enum MHD_Result first_call(const struct listener *l, struct MHD_Connectio
         struct http_state *st = l->st;
         bool known;
         if (headers_size(conn) > HEADERS_MAX)
-                return send_reply(conn, rq,
-                                  (struct http_reply){.status = 431, .body = result_error_json(
-                                                                   -431, "request headers larger "
-                                                                         "than 65536 bytes")},
-                                  true);
+                return send_reply(
+                    conn, rq,
+                    (struct http_reply){.status = 431,
+                                        .body = result_error_json(-431, "request headers larger "
+                                                                        "than 65536 bytes")},
+                    true);
         rq->route = find_route(l, method, url, &known);
         if (!rq->route)
-                return send_reply(conn, rq,
-                                  known ? (struct http_reply){.status = 405, .body = result_error_json(
-                                                                          -405, "method not allowed")}
-                                        : (struct http_reply){.status = 404, .body = result_error_json(
-                                                                          -404, "not found")},
-                                  false);
+                return send_reply(
+                    conn, rq,
+                    known
+                        ? (struct http_reply){.status = 405,
+                                              .body = result_error_json(-405, "method not allowed")}
+                        : (struct http_reply){.status = 404,
+                                              .body = result_error_json(-404, "not found")},
+                    false);
         if (rq->route->auth &&
             !key_matches(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key"),
                          st->cfg->key))
-                return send_reply(conn, rq,
-                                  (struct http_reply){.status = 401,
-                                                      .body = result_error_json(
-                                                              -401, "missing or wrong API key "
-                                                                    "(X-Api-Key header)")},
-                                  false);
+                return send_reply(
+                    conn, rq,
+                    (struct http_reply){.status = 401,
+                                        .body = result_error_json(-401, "missing or wrong API key "
+                                                                        "(X-Api-Key header)")},
+                    false);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > body_limit(st->cfg, rq->route))
                 return send_reply(conn, rq, too_large(st->cfg, rq->route), true);
@@ -227,22 +229,23 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
         if (rq->too_large)
                 return send_reply(conn, rq, too_large(st->cfg, rq->route), true);
         if (atomic_load(&st->stopping))
-                return send_reply(conn, rq,
-                                  (struct http_reply){.status = 503, .body = result_error_json(
-                                                                   -503, "server is shutting down")},
-                                  true);
+                return send_reply(
+                    conn, rq,
+                    (struct http_reply){.status = 503,
+                                        .body = result_error_json(-503, "server is shutting down")},
+                    true);
         struct http_call call = {
-                .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                            MHD_HTTP_HEADER_CONTENT_TYPE),
-                .body = rq->body.data ? rq->body.data : "",
-                .body_len = rq->body.len,
-                .query_language = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
-                                                              "language"),
-                .trace = &rq->trace,
+            .content_type =
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+            .body = rq->body.data ? rq->body.data : "",
+            .body_len = rq->body.len,
+            .query_language = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "language"),
+            .trace = &rq->trace,
         };
         struct http_reply rep = rq->route->handle(st, &call);
         if (!rep.body)
-                rep = (struct http_reply){.status = 200, .body = result_error_json(-500, "out of memory")};
+                rep = (struct http_reply){.status = 200,
+                                          .body = result_error_json(-500, "out of memory")};
         return send_reply(conn, rq, rep, false);
 }
 
@@ -251,16 +254,15 @@ static void arm(const struct listener *l, struct MHD_Connection *conn, enum dead
                 int seconds)
 {
         const union MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         if (l->deadlines && ci && ci->socket_context)
                 deadline_watch_arm(l->deadlines, ci->socket_context, phase,
                                    (int64_t)seconds * 1000);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls)
 {
         const struct listener *l = cls;
         struct http_state *st = l->st;
@@ -271,8 +273,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return MHD_NO;
                 *req_cls = rq;
                 clock_gettime(CLOCK_MONOTONIC, &rq->start);
-                trace_from_header(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                              "traceparent"),
+                trace_from_header(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"),
                                   &rq->trace);
                 arm(l, conn, DEADLINE_BODY, st->cfg->body_timeout);
                 return first_call(l, conn, rq, method, url);
@@ -307,7 +308,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         if (rq->counted)
                 atomic_fetch_sub(&l->st->active, 1);
         const union MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
         if (ci)
                 metrics_request(rq->route ? rq->route->path : NULL, ci->http_status);
         log_info(rq->trace.trace_id, "http.request", "route=%s status=%u duration_ms=%lld%s",
@@ -335,7 +336,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                 return;
         }
         const union MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (!ci)
                 return;
         *socket_context = deadline_watch_add(l->deadlines, ci->connect_fd);
@@ -356,8 +357,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 {
         const struct listener *l = cls;
         const struct config *cfg = l->st->cfg;
-        if (!peer_is_sandbox_run(addr, addrlen, l->port, (uid_t)cfg->uid_min,
-                                 (uid_t)cfg->uid_max))
+        if (!peer_is_sandbox_run(addr, addrlen, l->port, (uid_t)cfg->uid_min, (uid_t)cfg->uid_max))
                 return MHD_YES;
         metrics_refused_run_connection();
         return MHD_NO;
@@ -370,15 +370,14 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
         /* The logger goes first, or libmicrohttpd warns about it. */
         return MHD_start_daemon(
-                flags, 0, on_accept, l, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                MHD_OPTION_LISTEN_SOCKET, listen_fd,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-                MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
-                MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_END);
+            flags, 0, on_accept, l, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+            MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)cfg->connection_timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)CONNECTION_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, l, MHD_OPTION_END);
 }
 
 /* Requests in flight finish (each run is bounded by worker_timeout);
@@ -412,7 +411,9 @@ static void take_log_fd(int sock)
                 struct cmsghdr h;
                 char buf[CMSG_SPACE(sizeof(int))];
         } u;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
                             .msg_controllen = sizeof(u.buf)};
         if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) <= 0)
                 return;
@@ -468,9 +469,9 @@ static struct dns_relay *start_relay(const struct http_server_opts *o)
                                       .max_tcp = 32};
         int r = o->n_dns_upstreams ? dns_relay_start(&rc, &relay) : -ENOENT;
         if (r < 0) {
-                log_error(NULL, "dns.relay_failed", "error=%s",
-                          log_q(r == -ENOENT ? "no resolver: set network.dns_servers"
-                                             : strerror(-r)));
+                log_error(
+                    NULL, "dns.relay_failed", "error=%s",
+                    log_q(r == -ENOENT ? "no resolver: set network.dns_servers" : strerror(-r)));
                 safe_close(o->dns_udp_fd);
                 safe_close(o->dns_tcp_fd);
         }
@@ -505,7 +506,9 @@ int http_server_run(const struct http_server_opts *o)
         }
         log_info(NULL, "http.listening", "listen=%s port=%d metrics=%s", o->cfg->listen,
                  o->cfg->port,
-                 !o->cfg->metrics ? "off" : md ? o->cfg->metrics_listen : "api-port");
+                 !o->cfg->metrics ? "off"
+                 : md             ? o->cfg->metrics_listen
+                                  : "api-port");
         struct dns_relay *relay = start_relay(o);
         int sig = wait_for_stop(&mask, o->log_sock);
         atomic_store(&st.stopping, true);

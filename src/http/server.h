@@ -13,10 +13,10 @@ struct shared_stats;
 
 struct http_server_opts {
         const struct config *cfg;
-        int listen_fd;     /* bound and listening */
-        int metrics_fd;    /* server.metrics_listen's socket, or -1 */
-        int ctrl_fd;       /* SEQPACKET socket to the jailer */
-        int log_sock;      /* the jailer sends the reopened log file here, or -1 */
+        int listen_fd;                    /* bound and listening */
+        int metrics_fd;                   /* server.metrics_listen's socket, or -1 */
+        int ctrl_fd;                      /* SEQPACKET socket to the jailer */
+        int log_sock;                     /* the jailer sends the reopened log file here, or -1 */
         const struct shared_stats *stats; /* the jailer's figures (shared memory) */
         pid_t jailer_pid;
         /* the runs' DNS relay (net/dnsrelay.h): sockets on the gateway's

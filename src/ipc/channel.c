@@ -67,7 +67,9 @@ int channel_recv(int sock, void *msg, size_t len, int *fds, size_t max_fds, size
                 struct cmsghdr align;
         } u;
         struct iovec iov = {.iov_base = msg, .iov_len = len};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
                             .msg_controllen = sizeof(u.buf)};
         ssize_t n = RETRY_EINTR(recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT));
         if (n < 0)

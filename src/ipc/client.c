@@ -41,9 +41,8 @@ static int start_run(int ctrl_fd, const struct ipc_run_params *p, struct pump *u
         int ch[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)
                 return -errno;
-        struct proto_run m = {.hdr = {PROTO_MAGIC, PROTO_RUN},
-                              .language = p->language,
-                              .network = p->network};
+        struct proto_run m = {
+            .hdr = {PROTO_MAGIC, PROTO_RUN}, .language = p->language, .network = p->network};
         strncpy(m.trace_id, p->trace_id ? p->trace_id : "", PROTO_TRACE_LEN);
         int r = channel_send(ctrl_fd, &m, sizeof(m), &ch[1], 1);
         close(ch[1]);
@@ -76,8 +75,8 @@ static void feed_code(struct pump *u)
         for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
                 while (u->written < base + parts[i].len) {
                         size_t off = u->written - base;
-                        ssize_t n = write(u->code_w, (const char *)parts[i].data + off,
-                                          parts[i].len - off);
+                        ssize_t n =
+                            write(u->code_w, (const char *)parts[i].data + off, parts[i].len - off);
                         if (n < 0 && errno == EINTR)
                                 continue;
                         if (n < 0 && errno == EAGAIN)
@@ -165,10 +164,10 @@ static int pump_loop(struct pump *u, int64_t deadline)
 {
         while (!u->have_result || u->out_r >= 0 || u->err_r >= 0) {
                 struct pollfd pfd[4] = {
-                        {.fd = u->have_result ? -1 : u->chan, .events = POLLIN},
-                        {.fd = u->out_r, .events = POLLIN},
-                        {.fd = u->err_r, .events = POLLIN},
-                        {.fd = u->code_w, .events = POLLOUT},
+                    {.fd = u->have_result ? -1 : u->chan, .events = POLLIN},
+                    {.fd = u->out_r, .events = POLLIN},
+                    {.fd = u->err_r, .events = POLLIN},
+                    {.fd = u->code_w, .events = POLLOUT},
                 };
                 int64_t left = deadline - now_ms();
                 if (left <= 0)
@@ -220,8 +219,8 @@ int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret
         return 0;
 }
 
-int ipc_deps_update(int ctrl_fd, const char *trace_id, int deadline_ms, bool *ret_ok,
-                    char *message, size_t size)
+int ipc_deps_update(int ctrl_fd, const char *trace_id, int deadline_ms, bool *ret_ok, char *message,
+                    size_t size)
 {
         int ch[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ch) < 0)

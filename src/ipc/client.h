@@ -17,8 +17,8 @@ struct ipc_run_params {
         size_t code_len;
         const char *preload;
         size_t preload_len;
-        size_t output_cap;   /* stdout + stderr bytes kept */
-        int deadline_ms;     /* give up on the jailer after this long */
+        size_t output_cap; /* stdout + stderr bytes kept */
+        int deadline_ms;   /* give up on the jailer after this long */
 };
 
 /* 0 with *ret filled (its status may still be an error status); -errno
@@ -28,5 +28,5 @@ int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret
 /* Ask the jailer to install the dependency layer now and wait for the
  * outcome: 0 with *ret_ok and the message (pip's complaint) filled, or
  * -errno when the jailer could not be reached. */
-int ipc_deps_update(int ctrl_fd, const char *trace_id, int deadline_ms, bool *ret_ok,
-                    char *message, size_t size);
+int ipc_deps_update(int ctrl_fd, const char *trace_id, int deadline_ms, bool *ret_ok, char *message,
+                    size_t size);

@@ -301,8 +301,7 @@ static int open_v2(struct cgroup_root *root, const char *mnt, const char *mroot)
         root->enabled_pids = !has_word(sub, "pids");
         if ((r = write_file(root->self, "cgroup.procs", "0")) < 0 ||
             (r = write_file(base, "cgroup.subtree_control", "+memory +pids")) < 0 ||
-            (r = write_file(root->parent[H_MEMORY], "cgroup.subtree_control",
-                            "+memory +pids")) < 0)
+            (r = write_file(root->parent[H_MEMORY], "cgroup.subtree_control", "+memory +pids")) < 0)
                 return r;
         return 0;
 }

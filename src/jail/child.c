@@ -93,9 +93,9 @@ static int step_close_inherited(struct child *c)
          * ends among them; a copy of a code pipe's write end would keep that
          * run's program from seeing the end of its code. Drop them first. */
         const struct jail_spec *s = c->s;
-        int keep[] = {s->code_fd,         s->stdout_fd,        s->stderr_fd,
-                      sync_fd,            s->report_fd,        s->cgroup_procs[0],
-                      s->cgroup_procs[1], s->cgroup_dirfd,     s->deps_fd};
+        int keep[] = {s->code_fd,   s->stdout_fd,       s->stderr_fd,       sync_fd,
+                      s->report_fd, s->cgroup_procs[0], s->cgroup_procs[1], s->cgroup_dirfd,
+                      s->deps_fd};
         fd_close_all_except(3, keep, ELEMENTSOF(keep));
         return 0;
 }
@@ -232,20 +232,20 @@ static const struct step {
         const char *name;
         int (*run)(struct child *c);
 } steps[] = {
-        {"signals", step_signals},
-        {"network", step_network},
-        {"close-inherited", step_close_inherited},
-        {"cgroup-attach", step_cgroup_attach},
-        {"cgroup-namespace", step_cgroup_ns},
-        {"mounts", step_mounts},
-        {"session", step_session},
-        {"hostname", step_hostname},
-        {"fds", step_fds},
-        {"rlimits", step_rlimits},
-        {"identity", step_identity},
-        {"landlock", step_landlock},
-        {"seccomp", step_seccomp},
-        {"hand-listener", step_hand_listener},
+    {"signals", step_signals},
+    {"network", step_network},
+    {"close-inherited", step_close_inherited},
+    {"cgroup-attach", step_cgroup_attach},
+    {"cgroup-namespace", step_cgroup_ns},
+    {"mounts", step_mounts},
+    {"session", step_session},
+    {"hostname", step_hostname},
+    {"fds", step_fds},
+    {"rlimits", step_rlimits},
+    {"identity", step_identity},
+    {"landlock", step_landlock},
+    {"seccomp", step_seccomp},
+    {"hand-listener", step_hand_listener},
 };
 
 int jail_child_main(const struct jail_spec *s)

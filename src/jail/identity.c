@@ -42,8 +42,8 @@ int jail_identity_drop(uid_t uid, gid_t gid)
                 return r;
         if (prctl(PR_SET_SECUREBITS,
                   SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED |
-                          SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                          SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+                      SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+                      SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
                   0, 0, 0) < 0)
                 return -errno;
         if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)

@@ -41,13 +41,13 @@ struct jail_spec {
         const char *exec_path; /* cold: interpreter, absolute */
         char *const *argv;
         char *const *envp;
-        int code_fd;   /* becomes fd 3 */
-        int stdout_fd; /* becomes fd 1 */
-        int stderr_fd; /* becomes fd 2 */
-        int sync_fd;   /* the child's end of the sync socket */
-        int report_fd; /* becomes fd 5 (exit report), or -1 */
-        int deps_fd;   /* detached read-only mount of the dependency layer, or -1 */
-        int netns_fd;  /* the run's network namespace (with network), or -1 */
+        int code_fd;             /* becomes fd 3 */
+        int stdout_fd;           /* becomes fd 1 */
+        int stderr_fd;           /* becomes fd 2 */
+        int sync_fd;             /* the child's end of the sync socket */
+        int report_fd;           /* becomes fd 5 (exit report), or -1 */
+        int deps_fd;             /* detached read-only mount of the dependency layer, or -1 */
+        int netns_fd;            /* the run's network namespace (with network), or -1 */
         const char *resolv_conf; /* cold: text of /etc/resolv.conf; NULL: the host's */
         const struct policy_prog *filter;
         int cgroup_procs[2]; /* v1: cgroup.procs files the child moves itself into, or -1 */

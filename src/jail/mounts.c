@@ -247,8 +247,10 @@ static int make_dev(void)
 {
         static const char *const nodes[] = {"null", "zero", "random", "urandom"};
         static const char *const links[][2] = {
-                {"/proc/self/fd", "fd"},       {"/proc/self/fd/0", "stdin"},
-                {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+            {"/proc/self/fd", "fd"},
+            {"/proc/self/fd/0", "stdin"},
+            {"/proc/self/fd/1", "stdout"},
+            {"/proc/self/fd/2", "stderr"},
         };
         char src[64], dst[64];
         if (mkdir(NEWROOT "/dev", 0755) < 0)
@@ -284,9 +286,9 @@ static int bind_generated(const char *dir, const char *target, const char *text)
         int r = write_text(src, text, 0444);
         if (r == 0 && mount(src, target, NULL, MS_BIND, NULL) < 0)
                 r = -errno;
-        if (r == 0 && mount(NULL, target, NULL,
-                            MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                            NULL) < 0)
+        if (r == 0 &&
+            mount(NULL, target, NULL,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 r = -errno;
         if (unlink(src) < 0 && r == 0)
                 r = -errno;
@@ -351,8 +353,8 @@ int jail_root_enter(void)
                 return -errno;
         if (chdir("/") < 0)
                 return -errno;
-        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-                  NULL) < 0)
+        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+            0)
                 return -errno;
         return 0;
 }

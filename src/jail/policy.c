@@ -28,44 +28,194 @@
  * signals to itself, time, threads, and socket I/O on sockets it already
  * holds (creating one is decided by the socket rule below). */
 static const char *const allow_names[] = {
-        "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
-        "preadv2", "pwritev2", "open", "openat", "close", "close_range", "stat", "fstat",
-        "lstat", "newfstatat", "statx", "statfs", "fstatfs", "lseek", "mprotect",
-        "munmap", "mremap", "madvise", "brk", "msync", "mincore", "rt_sigaction",
-        "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait", "rt_sigsuspend",
-        "sigaltstack", "access", "faccessat", "faccessat2", "pipe", "pipe2", "select",
-        "pselect6", "poll", "ppoll", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
-        "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "timerfd_create",
-        "timerfd_settime", "timerfd_gettime", "signalfd", "signalfd4", "sched_yield",
-        "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
-        "sched_get_priority_min", "sched_rr_get_interval", "dup", "dup2", "dup3", "nanosleep",
-        "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday", "time", "getpid",
-        "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getgroups",
-        "getresuid", "getresgid", "getpgrp", "getpgid", "getsid", "getcwd", "chdir", "fchdir",
-        "uname", "sysinfo", "times", "getrusage", "getrlimit", "getpriority", "setpriority",
-        "capget", "fcntl", "fsync", "fdatasync", "truncate", "ftruncate", "fallocate",
-        "getdents", "getdents64", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
-        "rmdir", "creat", "link", "linkat", "unlink", "unlinkat", "symlink", "symlinkat",
-        "readlink", "readlinkat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown",
-        "fchownat", "umask", "utime", "utimes", "utimensat", "futimesat", "mknod", "mknodat",
-        "sendfile", "copy_file_range", "futex", "futex_waitv", "set_robust_list",
-        "get_robust_list", "set_tid_address", "rseq", "restart_syscall", "exit", "exit_group",
-        "getrandom", "arch_prctl", "membarrier", "alarm", "setitimer", "getitimer",
-        "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
-        "pause", "wait4", "waitid", "tkill", "sendto", "recvfrom", "sendmsg", "recvmsg",
-        "sendmmsg", "recvmmsg", "shutdown", "getsockname", "getpeername", "setsockopt",
-        "getsockopt", "connect", "bind",
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "pread64",
+    "pwrite64",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "open",
+    "openat",
+    "close",
+    "close_range",
+    "stat",
+    "fstat",
+    "lstat",
+    "newfstatat",
+    "statx",
+    "statfs",
+    "fstatfs",
+    "lseek",
+    "mprotect",
+    "munmap",
+    "mremap",
+    "madvise",
+    "brk",
+    "msync",
+    "mincore",
+    "rt_sigaction",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "rt_sigpending",
+    "rt_sigtimedwait",
+    "rt_sigsuspend",
+    "sigaltstack",
+    "access",
+    "faccessat",
+    "faccessat2",
+    "pipe",
+    "pipe2",
+    "select",
+    "pselect6",
+    "poll",
+    "ppoll",
+    "epoll_create",
+    "epoll_create1",
+    "epoll_ctl",
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "eventfd",
+    "eventfd2",
+    "timerfd_create",
+    "timerfd_settime",
+    "timerfd_gettime",
+    "signalfd",
+    "signalfd4",
+    "sched_yield",
+    "sched_getaffinity",
+    "sched_getparam",
+    "sched_getscheduler",
+    "sched_get_priority_max",
+    "sched_get_priority_min",
+    "sched_rr_get_interval",
+    "dup",
+    "dup2",
+    "dup3",
+    "nanosleep",
+    "clock_nanosleep",
+    "clock_gettime",
+    "clock_getres",
+    "gettimeofday",
+    "time",
+    "getpid",
+    "getppid",
+    "gettid",
+    "getuid",
+    "geteuid",
+    "getgid",
+    "getegid",
+    "getgroups",
+    "getresuid",
+    "getresgid",
+    "getpgrp",
+    "getpgid",
+    "getsid",
+    "getcwd",
+    "chdir",
+    "fchdir",
+    "uname",
+    "sysinfo",
+    "times",
+    "getrusage",
+    "getrlimit",
+    "getpriority",
+    "setpriority",
+    "capget",
+    "fcntl",
+    "fsync",
+    "fdatasync",
+    "truncate",
+    "ftruncate",
+    "fallocate",
+    "getdents",
+    "getdents64",
+    "rename",
+    "renameat",
+    "renameat2",
+    "mkdir",
+    "mkdirat",
+    "rmdir",
+    "creat",
+    "link",
+    "linkat",
+    "unlink",
+    "unlinkat",
+    "symlink",
+    "symlinkat",
+    "readlink",
+    "readlinkat",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "umask",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "mknod",
+    "mknodat",
+    "sendfile",
+    "copy_file_range",
+    "futex",
+    "futex_waitv",
+    "set_robust_list",
+    "get_robust_list",
+    "set_tid_address",
+    "rseq",
+    "restart_syscall",
+    "exit",
+    "exit_group",
+    "getrandom",
+    "arch_prctl",
+    "membarrier",
+    "alarm",
+    "setitimer",
+    "getitimer",
+    "timer_create",
+    "timer_settime",
+    "timer_gettime",
+    "timer_getoverrun",
+    "timer_delete",
+    "pause",
+    "wait4",
+    "waitid",
+    "tkill",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "sendmmsg",
+    "recvmmsg",
+    "shutdown",
+    "getsockname",
+    "getpeername",
+    "setsockopt",
+    "getsockopt",
+    "connect",
+    "bind",
 };
 
 /* Probes a program may make harmlessly: fail with EPERM, run continues. */
 static const char *const eperm_names[] = {
-        "listen", "accept", "accept4", "setrlimit",
-        /* BSD locks work on read-only fds: one run's LOCK_EX on a file of
-         * the shared read-only tree (the host's inodes) would be seen by
-         * other runs and host processes. POSIX locks (fcntl, SQLite's)
-         * stay: a write lock needs a writable fd, which only the run's own
-         * /tmp gives. */
-        "flock",
+    "listen",
+    "accept",
+    "accept4",
+    "setrlimit",
+    /* BSD locks work on read-only fds: one run's LOCK_EX on a file of
+     * the shared read-only tree (the host's inodes) would be seen by
+     * other runs and host processes. POSIX locks (fcntl, SQLite's)
+     * stay: a write lock needs a writable fd, which only the run's own
+     * /tmp gives. */
+    "flock",
 };
 
 /* Exec goes to the jailer, which continues exactly one per run: the jail's
@@ -77,37 +227,88 @@ static const char *const exec_names[] = {"execve", "execveat"};
 /* Named ENOSYS (the default too; listed so the intent is visible and the
  * table test can see them). */
 static const char *const enosys_names[] = {
-        "clone3", /* flags live in memory the filter cannot read */
-        "io_uring_setup", "io_uring_enter", "io_uring_register", "memfd_create", "splice",
-        "tee", "vmsplice",
+    "clone3", /* flags live in memory the filter cannot read */
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "memfd_create", "splice", "tee",
+    "vmsplice",
 };
 
 /* Never legitimate in a sandboxed snippet: the jailer kills the run and
  * reports the name. */
 static const char *const kill_names[] = {
-        "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root",
-        "chroot", "unshare", "setns", "bpf", "perf_event_open", "userfaultfd", "keyctl",
-        "add_key", "request_key", "kexec_load", "kexec_file_load", "init_module",
-        "finit_module", "delete_module", "open_by_handle_at", "name_to_handle_at",
-        "pidfd_getfd", "seccomp", "personality", "setuid", "setgid", "setreuid", "setregid",
-        "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capset", "modify_ldt",
-        "iopl", "ioperm", "reboot", "syslog", "swapon", "swapoff", "acct", "quotactl",
-        "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
-        "lookup_dcookie", "vhangup", "settimeofday", "clock_settime", "clock_adjtime",
-        "adjtimex", "sethostname", "setdomainname", "uselib", "fanotify_init", "_sysctl",
-        "nfsservctl",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "pidfd_getfd",
+    "seccomp",
+    "personality",
+    "setuid",
+    "setgid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setgroups",
+    "setfsuid",
+    "setfsgid",
+    "capset",
+    "modify_ldt",
+    "iopl",
+    "ioperm",
+    "reboot",
+    "syslog",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "lookup_dcookie",
+    "vhangup",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "uselib",
+    "fanotify_init",
+    "_sysctl",
+    "nfsservctl",
 };
 
 #define NS_FLAGS                                                                                   \
-        (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |            \
+        (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |             \
          CLONE_NEWPID | CLONE_NEWNET)
 
 /* After specific ALLOW rules on argument N: every other value gets EPERM.
  * libseccomp checks the equality rules first (tested in test_policy.c). */
 static int eperm_otherwise(scmp_filter_ctx ctx, int nr, unsigned arg)
 {
-        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
-                                SCMP_CMP(arg, SCMP_CMP_GE, 0));
+        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, SCMP_CMP(arg, SCMP_CMP_GE, 0));
 }
 
 /* A new process: EPERM, which Python reports as "Operation not permitted";
@@ -121,9 +322,9 @@ static uint32_t spawn_action(const struct policy_opts *o)
 static int add_clone(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 {
         /* Threads yes (CLONE_THREAD, no new namespaces); processes no. */
-        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                                 SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD | NS_FLAGS,
-                                            CLONE_THREAD));
+        int r =
+            seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                             SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD | NS_FLAGS, CLONE_THREAD));
         if (r < 0)
                 return r;
         return seccomp_rule_add(ctx, spawn_action(o), nr, 1,
@@ -142,8 +343,10 @@ static int add_socket(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
          * MPTCP, SCTP or ICMP echo sockets. */
         static const struct {
                 int type, protocol;
-        } kinds[] = {{SOCK_STREAM, 0}, {SOCK_STREAM, IPPROTO_TCP},
-                     {SOCK_DGRAM, 0},  {SOCK_DGRAM, IPPROTO_UDP}};
+        } kinds[] = {{SOCK_STREAM, 0},
+                     {SOCK_STREAM, IPPROTO_TCP},
+                     {SOCK_DGRAM, 0},
+                     {SOCK_DGRAM, IPPROTO_UDP}};
         if (!o->network)
                 return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
         for (size_t f = 0; f < ELEMENTSOF(families); f++)
@@ -168,9 +371,9 @@ static int add_socketpair(scmp_filter_ctx ctx, int nr, const struct policy_opts 
          * cannot reach anything outside the process. Datagram and seqpacket
          * pairs could sendto() an abstract name, which with network is the
          * host's namespace. */
-        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2,
-                                 SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)AF_UNIX),
-                                 SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf, (uint64_t)SOCK_STREAM));
+        int r =
+            seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2, SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)AF_UNIX),
+                             SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf, (uint64_t)SOCK_STREAM));
         if (r < 0)
                 return r;
         return eperm_otherwise(ctx, nr, 0);
@@ -179,8 +382,8 @@ static int add_socketpair(scmp_filter_ctx ctx, int nr, const struct policy_opts 
 static int add_ioctl(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 {
         /* Terminal probes and fd flags only; TIOCSTI and friends never. */
-        static const unsigned long ok[] = {TCGETS, TIOCGWINSZ, TIOCGPGRP, FIONREAD,
-                                           FIONBIO, FIOCLEX, FIONCLEX};
+        static const unsigned long ok[] = {TCGETS,  TIOCGWINSZ, TIOCGPGRP, FIONREAD,
+                                           FIONBIO, FIOCLEX,    FIONCLEX};
         for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
                 int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
                                          SCMP_A1_64(SCMP_CMP_EQ, (uint64_t)ok[i]));
@@ -195,12 +398,12 @@ static int add_prctl(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
         /* Thread names, dumpable and capability queries, anonymous VMA
          * names (glibc, V8). Everything else, e.g. PR_SET_SECCOMP or
          * PR_SET_MM, is refused. */
-        static const uint64_t ok[] = {PR_SET_NAME, PR_GET_NAME, PR_GET_DUMPABLE,
+        static const uint64_t ok[] = {PR_SET_NAME,     PR_GET_NAME,         PR_GET_DUMPABLE,
                                       PR_CAPBSET_READ, PR_GET_NO_NEW_PRIVS, PR_GET_SECCOMP,
                                       0x53564d41 /* PR_SET_VMA */};
         for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
-                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                                         SCMP_A0_64(SCMP_CMP_EQ, ok[i]));
+                int r =
+                    seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0_64(SCMP_CMP_EQ, ok[i]));
                 if (r < 0)
                         return r;
         }
@@ -253,19 +456,26 @@ static int add_mmap(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
                              SCMP_A3_64(SCMP_CMP_MASKED_EQ, MAP_ANONYMOUS, 0));
         if (r < 0)
                 return r;
-        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
-                                SCMP_A3_64(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS,
-                                           MAP_SHARED | MAP_ANONYMOUS));
+        return seccomp_rule_add(
+            ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+            SCMP_A3_64(SCMP_CMP_MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS, MAP_SHARED | MAP_ANONYMOUS));
 }
 
 static const struct arg_rule {
         const char *name;
         int (*add)(scmp_filter_ctx ctx, int nr, const struct policy_opts *o);
 } arg_rules[] = {
-        {"clone", add_clone},       {"fork", add_fork},     {"vfork", add_fork},
-        {"socket", add_socket},     {"socketpair", add_socketpair},
-        {"ioctl", add_ioctl},       {"prctl", add_prctl},   {"prlimit64", add_prlimit},
-        {"kill", add_kill},         {"tgkill", add_tgkill}, {"mmap", add_mmap},
+    {"clone", add_clone},
+    {"fork", add_fork},
+    {"vfork", add_fork},
+    {"socket", add_socket},
+    {"socketpair", add_socketpair},
+    {"ioctl", add_ioctl},
+    {"prctl", add_prctl},
+    {"prlimit64", add_prlimit},
+    {"kill", add_kill},
+    {"tgkill", add_tgkill},
+    {"mmap", add_mmap},
 };
 
 static const struct {
@@ -273,11 +483,11 @@ static const struct {
         size_t n;
         enum policy_action action;
 } tables[] = {
-        {allow_names, ELEMENTSOF(allow_names), POLICY_ALLOW},
-        {eperm_names, ELEMENTSOF(eperm_names), POLICY_EPERM},
-        {enosys_names, ELEMENTSOF(enosys_names), POLICY_ENOSYS},
-        {kill_names, ELEMENTSOF(kill_names), POLICY_KILL},
-        {exec_names, ELEMENTSOF(exec_names), POLICY_EXEC},
+    {allow_names, ELEMENTSOF(allow_names), POLICY_ALLOW},
+    {eperm_names, ELEMENTSOF(eperm_names), POLICY_EPERM},
+    {enosys_names, ELEMENTSOF(enosys_names), POLICY_ENOSYS},
+    {kill_names, ELEMENTSOF(kill_names), POLICY_KILL},
+    {exec_names, ELEMENTSOF(exec_names), POLICY_EXEC},
 };
 
 enum policy_action policy_lookup(const char *name)
@@ -389,8 +599,7 @@ static int add_all(scmp_filter_ctx ctx, const struct policy_opts *o)
                         return r;
         }
         for (size_t i = 0; i < o->n_extra; i++)
-                if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, o->extra[i], 0)) < 0 &&
-                    r != -EEXIST)
+                if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, o->extra[i], 0)) < 0 && r != -EEXIST)
                         return r;
         return 0;
 }
@@ -446,27 +655,94 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret)
  * calls once it has confined itself; anything else fails with EPERM, and
  * the runs' kill list, exec and new processes kill it. */
 static const char *const server_names[] = {
-        /* descriptors and files (Landlock limits which files) */
-        "read", "write", "readv", "writev", "pread64", "pwrite64", "lseek", "close", "fstat",
-        "newfstatat", "statx", "openat", "fcntl", "ioctl", "dup", "dup2", "dup3", "pipe2",
-        "eventfd2",
-        /* waiting */
-        "poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait",
-        "epoll_pwait", "nanosleep", "clock_nanosleep", "futex", "sched_yield",
-        /* sockets: clients, the jailer's channels, the DNS relay, peer checks */
-        "socket", "socketpair", "bind", "connect", "accept", "accept4", "getsockname",
-        "getpeername", "setsockopt", "getsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg",
-        "sendmmsg", "recvmmsg", "shutdown",
-        /* memory */
-        "mmap", "munmap", "mremap", "mprotect", "madvise", "brk",
-        /* threads and signals */
-        "clone", "set_robust_list", "rseq", "exit", "exit_group", "rt_sigaction",
-        "rt_sigprocmask", "rt_sigreturn", "rt_sigtimedwait", "sigaltstack", "signalfd4",
-        "tgkill", "restart_syscall",
-        /* facts about itself and the time */
-        "clock_gettime", "clock_getres", "gettimeofday", "getpid", "gettid", "getppid",
-        "getuid", "geteuid", "getgid", "getegid", "getrandom", "uname", "prlimit64",
-        "getrusage", "sched_getaffinity",
+    /* descriptors and files (Landlock limits which files) */
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "pread64",
+    "pwrite64",
+    "lseek",
+    "close",
+    "fstat",
+    "newfstatat",
+    "statx",
+    "openat",
+    "fcntl",
+    "ioctl",
+    "dup",
+    "dup2",
+    "dup3",
+    "pipe2",
+    "eventfd2",
+    /* waiting */
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+    "epoll_create1",
+    "epoll_ctl",
+    "epoll_wait",
+    "epoll_pwait",
+    "nanosleep",
+    "clock_nanosleep",
+    "futex",
+    "sched_yield",
+    /* sockets: clients, the jailer's channels, the DNS relay, peer checks */
+    "socket",
+    "socketpair",
+    "bind",
+    "connect",
+    "accept",
+    "accept4",
+    "getsockname",
+    "getpeername",
+    "setsockopt",
+    "getsockopt",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "sendmmsg",
+    "recvmmsg",
+    "shutdown",
+    /* memory */
+    "mmap",
+    "munmap",
+    "mremap",
+    "mprotect",
+    "madvise",
+    "brk",
+    /* threads and signals */
+    "clone",
+    "set_robust_list",
+    "rseq",
+    "exit",
+    "exit_group",
+    "rt_sigaction",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "rt_sigtimedwait",
+    "sigaltstack",
+    "signalfd4",
+    "tgkill",
+    "restart_syscall",
+    /* facts about itself and the time */
+    "clock_gettime",
+    "clock_getres",
+    "gettimeofday",
+    "getpid",
+    "gettid",
+    "getppid",
+    "getuid",
+    "geteuid",
+    "getgid",
+    "getegid",
+    "getrandom",
+    "uname",
+    "prlimit64",
+    "getrusage",
+    "sched_getaffinity",
 };
 
 int policy_build_server(struct policy_prog *ret)

@@ -23,12 +23,12 @@ enum policy_action {
 };
 
 struct policy_opts {
-        bool network;      /* allow AF_INET/AF_INET6 sockets */
-        bool no_memcg;     /* no memory cgroup: deny shared anonymous memory */
-        bool spawn_kills;  /* fork/vfork/clone of a process stop the run (else EPERM) */
-        int self_pid;      /* the run's own pid as it sees it (1 in its pid ns) */
+        bool network;                  /* allow AF_INET/AF_INET6 sockets */
+        bool no_memcg;                 /* no memory cgroup: deny shared anonymous memory */
+        bool spawn_kills;              /* fork/vfork/clone of a process stop the run (else EPERM) */
+        int self_pid;                  /* the run's own pid as it sees it (1 in its pid ns) */
         const char *const *lang_allow; /* extra names for this language, NULL-ended */
-        const int *extra;  /* allowed_syscalls from the configuration */
+        const int *extra;              /* allowed_syscalls from the configuration */
         size_t n_extra;
 };
 

@@ -19,18 +19,18 @@ int jail_rlimits_apply(const struct jail_limits *l)
                 int resource;
                 rlim_t value;
         } table[] = {
-                /* NPROC counts the run's UID, which no other live run has. */
-                {RLIMIT_NPROC, (rlim_t)l->nproc},
-                /* Below JAIL_EXEC_FD: that fd number can never exist again. */
-                {RLIMIT_NOFILE, (rlim_t)l->open_files},
-                {RLIMIT_FSIZE, (rlim_t)l->file_bytes},
-                {RLIMIT_CORE, 0},
-                {RLIMIT_MEMLOCK, 0},
-                {RLIMIT_MSGQUEUE, 0},
-                {RLIMIT_RTPRIO, 0},
-                {RLIMIT_NICE, 0},
-                {RLIMIT_SIGPENDING, 256},
-                {RLIMIT_DATA, l->data_bytes > 0 ? (rlim_t)l->data_bytes : RLIM_INFINITY},
+            /* NPROC counts the run's UID, which no other live run has. */
+            {RLIMIT_NPROC, (rlim_t)l->nproc},
+            /* Below JAIL_EXEC_FD: that fd number can never exist again. */
+            {RLIMIT_NOFILE, (rlim_t)l->open_files},
+            {RLIMIT_FSIZE, (rlim_t)l->file_bytes},
+            {RLIMIT_CORE, 0},
+            {RLIMIT_MEMLOCK, 0},
+            {RLIMIT_MSGQUEUE, 0},
+            {RLIMIT_RTPRIO, 0},
+            {RLIMIT_NICE, 0},
+            {RLIMIT_SIGPENDING, 256},
+            {RLIMIT_DATA, l->data_bytes > 0 ? (rlim_t)l->data_bytes : RLIM_INFINITY},
         };
         for (size_t i = 0; i < ELEMENTSOF(table); i++) {
                 int r = set_both(table[i].resource, table[i].value);

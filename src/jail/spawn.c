@@ -25,9 +25,9 @@ int jail_start(const struct jail_spec *s, bool sibling, struct jail_started *ret
 {
         int pidfd = -1;
         struct clone_args args = {
-                .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD,
-                .pidfd = (uint64_t)(uintptr_t)&pidfd,
-                .exit_signal = SIGCHLD,
+            .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD,
+            .pidfd = (uint64_t)(uintptr_t)&pidfd,
+            .exit_signal = SIGCHLD,
         };
         /* Without network: an empty namespace. With network, the child
          * joins the one made for it (netns_fd), or stays in ours (host
@@ -65,7 +65,9 @@ int jail_sync_recv(int sync, struct jail_sync_msg *m, int *ret_fd)
                 struct cmsghdr align;
         } u;
         struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = u.buf,
                             .msg_controllen = sizeof(u.buf)};
         ssize_t n = RETRY_EINTR(recvmsg(sync, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT));
         if (n < 0)
@@ -96,8 +98,7 @@ int jail_exec_permit(int listener, pid_t pid, bool *exec_done)
         if (r == 0) {
                 /* The decision rests on our own state only: the first exec
                  * of this child, which no program byte has reached yet. */
-                bool ok = !*exec_done && req->pid == (uint32_t)pid &&
-                          policy_is_exec(req->data.nr);
+                bool ok = !*exec_done && req->pid == (uint32_t)pid && policy_is_exec(req->data.nr);
                 resp->id = req->id;
                 resp->error = ok ? 0 : -EPERM;
                 resp->flags = ok ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;

@@ -11,7 +11,7 @@ struct uidpool {
         unsigned size;
         unsigned head; /* next free to hand out */
         unsigned n_free;
-        uid_t *ring;   /* free UIDs, ring buffer of size entries */
+        uid_t *ring; /* free UIDs, ring buffer of size entries */
         bool *borrowed;
 };
 

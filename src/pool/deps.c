@@ -57,8 +57,8 @@ struct deps {
         uid_t uid;
         gid_t gid;
         struct layer *layers, *current;
-        uint64_t hash; /* of what `current` was built from */
-        bool have_hash;  /* false until an install or status.json tells it */
+        uint64_t hash;  /* of what `current` was built from */
+        bool have_hash; /* false until an install or status.json tells it */
         bool attempted, ok;
         char message[1024];
         time_t last_time;
@@ -152,8 +152,8 @@ static json_t *scan_installed(const char *dir)
                         continue;
                 if (deps_parse_metadata(sb.data ? sb.data : "", name, sizeof(name), version,
                                         sizeof(version)) == 0)
-                        json_array_append_new(arr, json_pack("{s:s,s:s}", "name", name,
-                                                             "version", version));
+                        json_array_append_new(
+                            arr, json_pack("{s:s,s:s}", "name", name, "version", version));
                 strbuf_free(&sb);
         }
         if (dd)
@@ -186,9 +186,11 @@ static void write_status(struct jailer *j)
                 snprintf(hash, sizeof(hash), "%016llx", (unsigned long long)d->hash);
         json_t *st = json_pack("{s:b,s:b,s:s,s:s,s:s,s:O,s:s?,s:s}", "ready", d->attempted,
                                "installing", d->pid > 0, "status",
-                               !d->attempted ? "pending" : d->ok ? "ok" : "failed", "time", when,
-                               "message", d->message, "dependencies", d->installed, "layer",
-                               d->current ? d->current->name : NULL, "hash", hash);
+                               !d->attempted ? "pending"
+                               : d->ok       ? "ok"
+                                             : "failed",
+                               "time", when, "message", d->message, "dependencies", d->installed,
+                               "layer", d->current ? d->current->name : NULL, "hash", hash);
         char tmp[4096];
         snprintf(tmp, sizeof(tmp), "%s.tmp", d->status_path);
         if (!st || json_dump_file(st, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0644) < 0 ||
@@ -238,12 +240,12 @@ int deps_layer_acquire(struct jailer *j, struct layer **ret_layer, int *ret_fd)
          * in its own mount namespace (a plain fd of our namespace's mount
          * cannot be bound from another one). */
         _cleanup_free_ char *p = layer_path(d, d->current->name);
-        int fd = p ? (int)syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
-                   : -1;
+        int fd =
+            p ? (int)syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC) : -1;
         /* not noexec: compiled extensions (numpy, ...) are mapped
          * executable; a run cannot execve anything anyway */
-        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                              MOUNT_ATTR_NODEV};
+        struct mount_attr attr = {.attr_set =
+                                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
         if (fd < 0 || syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
                 int e = errno;
                 safe_close(fd);
@@ -336,7 +338,8 @@ static void on_pip_done(struct jailer *j, int status)
                         snprintf(why, sizeof(why), "did not finish within %llds (install_timeout)",
                                  (long long)j->cfg->install_timeout);
                 else
-                        snprintf(why, sizeof(why), "%s", WIFSIGNALED(status) ? "was killed" : "failed");
+                        snprintf(why, sizeof(why), "%s",
+                                 WIFSIGNALED(status) ? "was killed" : "failed");
                 snprintf(msg, sizeof(msg), "pip %s: %s", why, len > 900 ? tail + len - 900 : tail);
                 if (staging)
                         remove_tree(d, name);
@@ -368,10 +371,20 @@ static char **pip_argv(const struct config *c, const char *staging)
         size_t n = 0;
         if (!v)
                 return NULL;
-        const char *fixed[] = {c->python_path, "-m", "pip", "install", "--no-input",
-                               "--disable-pip-version-check", "--no-cache-dir",
-                               "--no-warn-script-location", "--progress-bar", "off", "--target",
-                               staging, "-r", ".home/requirements.txt"};
+        const char *fixed[] = {c->python_path,
+                               "-m",
+                               "pip",
+                               "install",
+                               "--no-input",
+                               "--disable-pip-version-check",
+                               "--no-cache-dir",
+                               "--no-warn-script-location",
+                               "--progress-bar",
+                               "off",
+                               "--target",
+                               staging,
+                               "-r",
+                               ".home/requirements.txt"};
         for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
                 v[n++] = (char *)fixed[i];
         if (!c->source_builds)
@@ -386,7 +399,8 @@ static char **pip_argv(const struct config *c, const char *staging)
                 /* an http:// mirror works without more flags */
                 if (strncmp(c->python_pip_mirror_url, "http://", 7) == 0) {
                         static char host[256];
-                        snprintf(host, sizeof(host), "%.*s", (int)strcspn(c->python_pip_mirror_url + 7, "/:@"),
+                        snprintf(host, sizeof(host), "%.*s",
+                                 (int)strcspn(c->python_pip_mirror_url + 7, "/:@"),
                                  c->python_pip_mirror_url + 7);
                         v[n++] = (char *)"--trusted-host";
                         v[n++] = host;
@@ -404,9 +418,9 @@ static char **pip_argv(const struct config *c, const char *staging)
  * its environment. */
 static bool passed_to_pip(const char *entry)
 {
-        static const char *const names[] = {"NO_PROXY=",      "no_proxy=",
-                                            "SSL_CERT_FILE=", "SSL_CERT_DIR=",
-                                            "REQUESTS_CA_BUNDLE=", "CURL_CA_BUNDLE="};
+        static const char *const names[] = {
+            "NO_PROXY=",     "no_proxy=",           "SSL_CERT_FILE=",
+            "SSL_CERT_DIR=", "REQUESTS_CA_BUNDLE=", "CURL_CA_BUNDLE="};
         if (strncmp(entry, "PIP_", 4) == 0)
                 return true;
         for (size_t i = 0; i < ELEMENTSOF(names); i++)
@@ -510,8 +524,7 @@ static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         char name[64];
-        snprintf(name, sizeof(name), "layer-%lld%03ld", (long long)ts.tv_sec,
-                 ts.tv_nsec / 1000000);
+        snprintf(name, sizeof(name), "layer-%lld%03ld", (long long)ts.tv_sec, ts.tv_nsec / 1000000);
         char *p;
         if (asprintf(&p, "%s/%s", d->dir, name) < 0)
                 return -ENOMEM;
@@ -523,8 +536,8 @@ static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
             (dir = openat(d->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
             mkdirat(dir, ".home", 0700) < 0 ||
             (home = openat(dir, ".home", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-            (fd = openat(home, "requirements.txt", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                         0600)) < 0 ||
+            (fd = openat(home, "requirements.txt",
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0 ||
             write(fd, reqs->data ? reqs->data : "", reqs->len) != (ssize_t)reqs->len ||
             fchown(fd, d->uid, d->gid) < 0 || fchown(home, d->uid, d->gid) < 0 ||
             fchown(dir, d->uid, d->gid) < 0)
@@ -682,7 +695,8 @@ void deps_on_tick(struct jailer *j)
         if (d->pid > 0) {
                 struct timespec now;
                 clock_gettime(CLOCK_MONOTONIC, &now);
-                if (now.tv_sec - d->job_started.tv_sec >= j->cfg->install_timeout && !d->timed_out) {
+                if (now.tv_sec - d->job_started.tv_sec >= j->cfg->install_timeout &&
+                    !d->timed_out) {
                         d->timed_out = true;
                         syscall(SYS_pidfd_send_signal, d->pidfd, SIGTERM, NULL, 0);
                 }
@@ -720,7 +734,8 @@ static void adopt_hash(struct deps *d)
         const char *layer = NULL, *hash = NULL;
         if (json_unpack(st, "{s?s,s:s}", "layer", &layer, "hash", &hash) == 0 &&
             strlen(hash) == 16 &&
-            ((!layer && !d->current) || (layer && d->current && strcmp(layer, d->current->name) == 0))) {
+            ((!layer && !d->current) ||
+             (layer && d->current && strcmp(layer, d->current->name) == 0))) {
                 char *end;
                 unsigned long long h = strtoull(hash, &end, 16);
                 if (*end == '\0') {
@@ -758,8 +773,7 @@ static void adopt(struct deps *d)
 /* dependencies.wheel_dir must be readable by pip's account: found now,
  * not as "Permission denied" from an install (a root-only 0700 folder is a
  * common mistake). Checked in a child that takes that identity. */
-static int check_wheel_dir(const struct deps *d, const struct config *c, char *err,
-                           size_t errlen)
+static int check_wheel_dir(const struct deps *d, const struct config *c, char *err, size_t errlen)
 {
         if (!*c->wheel_dir)
                 return 0;
@@ -795,7 +809,8 @@ int deps_init(struct jailer *j, char *err, size_t errlen)
         j->deps = d;
         d->uid = (uid_t)config_installer_uid(c);
         d->gid = (gid_t)config_installer_uid(c);
-        if (!(d->dir = strdup(c->layer_dir)) || asprintf(&d->status_path, "%s/status.json", d->dir) < 0)
+        if (!(d->dir = strdup(c->layer_dir)) ||
+            asprintf(&d->status_path, "%s/status.json", d->dir) < 0)
                 return -ENOMEM;
         if (check_wheel_dir(d, c, err, errlen) < 0)
                 return -EACCES;

@@ -64,7 +64,7 @@ enum run_state {
 };
 
 struct run {
-        struct run *next;      /* all runs */
+        struct run *next;        /* all runs */
         struct run *pool_next;   /* armed runs of its pool, oldest first */
         struct run *zygote_next; /* runs waiting for the zygote's SPAWNED */
         struct watch w_chan, w_pidfd, w_timer, w_listener, w_sync, w_report;
@@ -72,7 +72,7 @@ struct run {
         struct pool *pool; /* the pool it refills when armed, or NULL */
         enum run_state state;
         bool network, warm, zygote, exec_done, killed, finished, counted;
-        bool retired; /* killed on purpose before serving: not a failure */
+        bool retired;  /* killed on purpose before serving: not a failure */
         bool answered; /* its result went out at its exit report, before the reap */
         int chan, timerfd, sync, listener, pidfd;
         pid_t pid;
@@ -82,8 +82,8 @@ struct run {
         struct layer *layer;      /* the dependency layer it binds (Python) */
         uid_t uid;
         struct cgroup_run *cg;
-        uint32_t net_addr;        /* its address, with a network namespace */
-        unsigned net_refused;     /* packets the egress policy refused it (logged ones) */
+        uint32_t net_addr;    /* its address, with a network namespace */
+        unsigned net_refused; /* packets the egress policy refused it (logged ones) */
         char trace[PROTO_TRACE_LEN + 1];
         char failure[160]; /* why the start failed, for the request's -500 */
         enum run_reason reason;
@@ -135,8 +135,8 @@ uint64_t jailer_elapsed_us(const struct timespec *since);
 
 /* run.c */
 /* A new run of slot's language: for a request (chan >= 0), or to arm pool. */
-int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool,
-               int chan, const char *trace, char *err, size_t errlen);
+int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool, int chan,
+               const char *trace, char *err, size_t errlen);
 /* Give an armed run to a request. */
 void run_assign(struct jailer *j, struct run *run, int chan, const char *trace);
 void run_kill(struct run *run, enum run_reason why);

@@ -64,13 +64,13 @@ static int build_filters(struct jailer *j, struct lang_slot *s, char *err, size_
 {
         for (int net = 0; net <= 1; net++) {
                 struct policy_opts o = {
-                        .network = net,
-                        .no_memcg = cgroup_root_mode(j->cg) == CGROUP_NONE,
-                        .spawn_kills = s->rt->spawn_kills,
-                        .self_pid = 1,
-                        .lang_allow = s->rt->lang_allow,
-                        .extra = j->cfg->allowed_syscalls,
-                        .n_extra = j->cfg->n_allowed_syscalls,
+                    .network = net,
+                    .no_memcg = cgroup_root_mode(j->cg) == CGROUP_NONE,
+                    .spawn_kills = s->rt->spawn_kills,
+                    .self_pid = 1,
+                    .lang_allow = s->rt->lang_allow,
+                    .extra = j->cfg->allowed_syscalls,
+                    .n_extra = j->cfg->n_allowed_syscalls,
                 };
                 int r = policy_build(&o, &s->filter[net]);
                 if (r < 0) {
@@ -140,9 +140,8 @@ static void setup_network(struct jailer *j)
                 char gw[32];
                 struct netaddr_prefix g = {.addr = net_gateway(j->net), .len = 32};
                 netaddr_format_prefix(&g, gw, sizeof(gw));
-                log_info(NULL, "network.ready",
-                         "subnet=%s gateway=%s allow=%zu egress_only=%zu", c->net_subnet, gw,
-                         c->n_net_allow, c->n_net_egress_only);
+                log_info(NULL, "network.ready", "subnet=%s gateway=%s allow=%zu egress_only=%zu",
+                         c->net_subnet, gw, c->n_net_allow, c->n_net_egress_only);
                 return;
         }
         snprintf(j->net_error, sizeof(j->net_error),
@@ -157,12 +156,17 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         struct jailer *j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (struct jailer){.cfg = cfg, .epfd = -1, .sigfd = -1, .ctrl = -1, .http_pidfd = -1,
+        *j = (struct jailer){.cfg = cfg,
+                             .epfd = -1,
+                             .sigfd = -1,
+                             .ctrl = -1,
+                             .http_pidfd = -1,
                              .stats_fd = -1,
-                             .tickfd = -1, .log_sock = -1};
+                             .tickfd = -1,
+                             .log_sock = -1};
         int r = cgroup_root_open(&j->cg);
-        if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min,
-                                          (uid_t)config_installer_uid(cfg) - 1, &j->uids)) < 0)
+        if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min, (uid_t)config_installer_uid(cfg) - 1,
+                                       &j->uids)) < 0)
                 snprintf(err, errlen, "uid pool %d-%d: %s", cfg->uid_min, cfg->uid_max,
                          strerror(-r));
         if (r == 0)
@@ -248,8 +252,7 @@ static bool fd_is(int fd, mode_t type)
 static bool run_msg_valid(const struct proto_run *m, const int *fds, size_t nf)
 {
         return nf == 1 && m->hdr.magic == PROTO_MAGIC && m->hdr.type == PROTO_RUN &&
-               m->language > 0 && m->language < 3 && m->network <= 1 &&
-               fd_is(fds[0], S_IFSOCK);
+               m->language > 0 && m->language < 3 && m->network <= 1 && fd_is(fds[0], S_IFSOCK);
 }
 
 static void sanitize_trace(char *t)
@@ -622,7 +625,9 @@ static void on_refusal(void *data, const struct net_refusal *r)
         run->net_refused++;
         log_info(run->trace, "run.net_refused", "dst=%s port=%u proto=%s reason=%s", dst,
                  (unsigned)r->dport,
-                 r->proto == IPPROTO_TCP ? "tcp" : r->proto == IPPROTO_UDP ? "udp" : "other",
+                 r->proto == IPPROTO_TCP   ? "tcp"
+                 : r->proto == IPPROTO_UDP ? "udp"
+                                           : "other",
                  r->reason);
 }
 

@@ -75,8 +75,7 @@ static void fail_start(struct run *run, const char *what, const char *detail)
 static int make_channels(struct run *run, int child[4])
 {
         int code[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, sv[2] = {-1, -1};
-        if (pipe2(code, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
-            pipe2(err, O_CLOEXEC) < 0 ||
+        if (pipe2(code, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
             socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
                 int e = errno;
                 int *all[] = {code, out, err, sv};
@@ -102,7 +101,7 @@ struct child_ends {
         int report; /* exit report write end, or -1 */
         int deps;   /* the dependency layer's directory, or -1 */
         int procs[2];
-        int netns;  /* the run's network namespace, or -1 */
+        int netns; /* the run's network namespace, or -1 */
 };
 
 static void child_ends_close(struct child_ends *c)
@@ -116,41 +115,41 @@ static void child_ends_close(struct child_ends *c)
                 c->procs[i] = safe_close(c->procs[i]);
 }
 
-static struct jail_spec make_spec(struct jailer *j, struct run *run,
-                                  const struct child_ends *ends, int cg_dirfd)
+static struct jail_spec make_spec(struct jailer *j, struct run *run, const struct child_ends *ends,
+                                  int cg_dirfd)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = run->slot->rt;
         bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
         return (struct jail_spec){
-                .mode = JAIL_COLD,
-                .uid = run->uid,
-                .gid = (gid_t)run->uid,
-                .network = run->network,
-                .hostname = c->hostname,
-                .ro_paths = (const char *const *)rt->ro_paths,
-                .n_ro_paths = rt->n_ro_paths,
-                .limits = {.data_bytes = memcg ? 0 : c->memory_bytes,
-                           .nproc = c->processes,
-                           .cpu_seconds = c->cpu_seconds,
-                           .open_files = c->open_files,
-                           .file_bytes = c->file_bytes,
-                           .tmp_bytes = c->tmp_bytes,
-                           .tmp_inodes = c->tmp_inodes},
-                .exec_path = rt->exec_path,
-                .argv = rt->argv,
-                .envp = j->env[run->network],
-                .sync_fd = ends->fds[0],
-                .code_fd = ends->fds[1],
-                .stdout_fd = ends->fds[2],
-                .stderr_fd = ends->fds[3],
-                .report_fd = ends->report,
-                .deps_fd = ends->deps,
-                .netns_fd = ends->netns,
-                .resolv_conf = j->resolv_conf,
-                .filter = &run->slot->filter[run->network],
-                .cgroup_procs = {ends->procs[0], ends->procs[1]},
-                .cgroup_dirfd = cg_dirfd,
+            .mode = JAIL_COLD,
+            .uid = run->uid,
+            .gid = (gid_t)run->uid,
+            .network = run->network,
+            .hostname = c->hostname,
+            .ro_paths = (const char *const *)rt->ro_paths,
+            .n_ro_paths = rt->n_ro_paths,
+            .limits = {.data_bytes = memcg ? 0 : c->memory_bytes,
+                       .nproc = c->processes,
+                       .cpu_seconds = c->cpu_seconds,
+                       .open_files = c->open_files,
+                       .file_bytes = c->file_bytes,
+                       .tmp_bytes = c->tmp_bytes,
+                       .tmp_inodes = c->tmp_inodes},
+            .exec_path = rt->exec_path,
+            .argv = rt->argv,
+            .envp = j->env[run->network],
+            .sync_fd = ends->fds[0],
+            .code_fd = ends->fds[1],
+            .stdout_fd = ends->fds[2],
+            .stderr_fd = ends->fds[3],
+            .report_fd = ends->report,
+            .deps_fd = ends->deps,
+            .netns_fd = ends->netns,
+            .resolv_conf = j->resolv_conf,
+            .filter = &run->slot->filter[run->network],
+            .cgroup_procs = {ends->procs[0], ends->procs[1]},
+            .cgroup_dirfd = cg_dirfd,
         };
 }
 
@@ -159,8 +158,7 @@ static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *er
         if (cgroup_root_mode(j->cg) == CGROUP_NONE)
                 return 0;
         char name[32];
-        struct cgroup_limits l = {.memory_bytes = j->cfg->memory_bytes,
-                                  .pids = j->cfg->processes};
+        struct cgroup_limits l = {.memory_bytes = j->cfg->memory_bytes, .pids = j->cfg->processes};
         snprintf(name, sizeof(name), "uid-%u", (unsigned)run->uid);
         int r = cgroup_run_create(j->cg, name, &l, &run->cg);
         if (r == 0)
@@ -171,8 +169,7 @@ static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *er
 }
 
 /* Clone a cold child, or ask the zygote for a warm one. */
-static int launch(struct jailer *j, struct run *run, struct child_ends *c, char *err,
-                  size_t errlen)
+static int launch(struct jailer *j, struct run *run, struct child_ends *c, char *err, size_t errlen)
 {
         int dirfd = run->cg ? cgroup_run_dirfd(run->cg) : -1;
         if (run->slot->zygote && zygote_up(j)) {
@@ -307,15 +304,25 @@ static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char
         return 0;
 }
 
-int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool,
-               int chan, const char *trace, char *err, size_t errlen)
+int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool, int chan,
+               const char *trace, char *err, size_t errlen)
 {
         struct run *run = calloc(1, sizeof(*run));
         if (!run)
                 return -ENOMEM;
-        *run = (struct run){.slot = slot, .pool = pool, .network = network, .warm = pool != NULL,
-                            .chan = -1, .timerfd = -1, .sync = -1, .listener = -1, .pidfd = -1,
-                            .code_w = -1, .out_r = -1, .err_r = -1, .report_r = -1,
+        *run = (struct run){.slot = slot,
+                            .pool = pool,
+                            .network = network,
+                            .warm = pool != NULL,
+                            .chan = -1,
+                            .timerfd = -1,
+                            .sync = -1,
+                            .listener = -1,
+                            .pidfd = -1,
+                            .code_w = -1,
+                            .out_r = -1,
+                            .err_r = -1,
+                            .report_r = -1,
                             .reported = -1};
         snprintf(run->trace, sizeof(run->trace), "%s", trace ? trace : "");
         struct child_ends c = {{-1, -1, -1, -1}, -1, -1, {-1, -1}, -1};
@@ -358,8 +365,7 @@ static void start_program(struct jailer *j, struct run *run)
             (run->report_r >= 0 && jailer_watch(j, run->report_r, &run->w_report) < 0))
                 run_kill(run, REASON_NONE); /* nobody to run it for */
         log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d warm=%d",
-                  run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->pid,
-                  run->warm);
+                  run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->pid, run->warm);
 }
 
 void run_assign(struct jailer *j, struct run *run, int chan, const char *trace)
@@ -629,8 +635,7 @@ void run_on_exit(struct jailer *j, struct run *run)
         if (run->answered) {
                 release_identity(j, run);
                 j->n_dying--;
-        }
-        else if (run->state == RUN_ACTIVE)
+        } else if (run->state == RUN_ACTIVE)
                 answer(j, run, status, &ru, true);
         else
                 finish_start(j, run, status);

@@ -102,7 +102,8 @@ static int pool_add(struct jailer *j, struct lang_slot *slot, int target)
                 struct pool *p = calloc(1, sizeof(*p));
                 if (!p)
                         return -ENOMEM;
-                *p = (struct pool){.slot = slot, .network = net,
+                *p = (struct pool){.slot = slot,
+                                   .network = net,
                                    .active = net == (int)j->cfg->enable_network,
                                    .target = (unsigned)target};
                 slot->pool[net] = p;
@@ -283,8 +284,8 @@ static void pool_refill(struct jailer *j, struct pool *p)
                 if (r < 0) {
                         p->failures++;
                         now_plus(&p->retry_at, backoff_ms(p->failures));
-                        log_error(NULL, "warm.refill_failed", "lang=%s error=%s",
-                                  p->slot->rt->name, log_q(err));
+                        log_error(NULL, "warm.refill_failed", "lang=%s error=%s", p->slot->rt->name,
+                                  log_q(err));
                         return;
                 }
                 p->spawning++;
@@ -395,8 +396,7 @@ static int net_env_block(struct jailer *j, char *out, size_t size)
 
 /* In the cloned child: fds 3-6 as the zygote expects, then exec with no
  * argument but its name. */
-static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, int args,
-                                  char **argv)
+static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, int args, char **argv)
 {
         sigset_t none;
         sigemptyset(&none);
@@ -406,9 +406,8 @@ static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, in
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         int a = fcntl(sock, F_DUPFD, 10), b = fcntl(f0, F_DUPFD, 10), c = fcntl(f1, F_DUPFD, 10);
         int d = fcntl(args, F_DUPFD, 10);
-        if (null < 0 || a < 0 || b < 0 || c < 0 || d < 0 || dup2(null, 0) < 0 ||
-            dup2(a, 3) < 0 || dup2(b, 4) < 0 || dup2(c, 5) < 0 || dup2(d, 6) < 0 ||
-            lseek(6, 0, SEEK_SET) < 0)
+        if (null < 0 || a < 0 || b < 0 || c < 0 || d < 0 || dup2(null, 0) < 0 || dup2(a, 3) < 0 ||
+            dup2(b, 4) < 0 || dup2(c, 5) < 0 || dup2(d, 6) < 0 || lseek(6, 0, SEEK_SET) < 0)
                 _exit(127);
         fd_close_from(7);
         /* Root, no credential change: the signal survives the exec. */
@@ -465,17 +464,17 @@ int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds
                 return -EAGAIN;
         const struct config *c = j->cfg;
         struct zygote_spawn m = {
-                .magic = ZYGOTE_MAGIC,
-                .type = ZYGOTE_SPAWN,
-                .uid = run->uid,
-                .network = run->network,
-                .limits = {.data_bytes = run->cg ? 0 : c->memory_bytes,
-                           .nproc = c->processes,
-                           .cpu_seconds = c->cpu_seconds,
-                           .open_files = c->open_files,
-                           .file_bytes = c->file_bytes,
-                           .tmp_bytes = c->tmp_bytes,
-                           .tmp_inodes = c->tmp_inodes},
+            .magic = ZYGOTE_MAGIC,
+            .type = ZYGOTE_SPAWN,
+            .uid = run->uid,
+            .network = run->network,
+            .limits = {.data_bytes = run->cg ? 0 : c->memory_bytes,
+                       .nproc = c->processes,
+                       .cpu_seconds = c->cpu_seconds,
+                       .open_files = c->open_files,
+                       .file_bytes = c->file_bytes,
+                       .tmp_bytes = c->tmp_bytes,
+                       .tmp_inodes = c->tmp_inodes},
         };
         /* proxy settings go to network runs only, with their own SPAWN */
         if (run->network && net_env_block(j, m.net_env, sizeof(m.net_env)) < 0)
@@ -511,7 +510,6 @@ static struct run *zygote_pop(struct zygote *z)
         }
         return run;
 }
-
 
 static void on_spawned(struct jailer *j, struct zygote *z, const struct zygote_reply *m)
 {
@@ -654,11 +652,10 @@ static void rescue_pending(struct jailer *j, struct zygote *z)
                 run_on_exit(j, run);
                 if (chan < 0)
                         continue;
-                int r = run_create(j, run->slot, run->network, NULL, chan, trace, err,
-                                   sizeof(err));
+                int r = run_create(j, run->slot, run->network, NULL, chan, trace, err, sizeof(err));
                 if (r < 0) {
-                        run_refuse(chan, r == -EAGAIN ? RUN_STATUS_NO_IDENTITY
-                                                      : RUN_STATUS_INTERNAL, err);
+                        run_refuse(
+                            chan, r == -EAGAIN ? RUN_STATUS_NO_IDENTITY : RUN_STATUS_INTERNAL, err);
                         close(chan);
                 }
         }

@@ -24,33 +24,34 @@
 #include "runtime/runtime.h"
 
 static const char node_boot[] =
-        "'use strict';\n"
-        "(() => {\n"
-        "  const fs = require('fs');\n"
-        "  const Module = require('module');\n"
-        "  for (const s of [process.stdout, process.stderr])\n"
-        "    if (s._handle && typeof s._handle.setBlocking === 'function') s._handle.setBlocking(true);\n"
-        "  const warm = new Module('<warm-up>', null);\n"
-        "  warm._compile(\"const { Writable } = require('stream');\" +\n"
-        "    \"const sink = new Writable({ write(c, e, cb) { cb(); } });\" +\n"
-        "    \"new console.Console(sink, sink).log('%s', JSON.stringify(JSON.parse(\" +\n"
-        "    \"Buffer.from('eyJhIjpbMV19', 'base64').toString('utf-8'))), { b: 2 });\", '<warm-up>');\n"
-        "  const data = fs.readFileSync(3);\n"
-        "  fs.closeSync(3);\n"
-        "  const n = Number(data.readBigUInt64LE(0));\n"
-        "  const parts = [['<preload>', data.subarray(8, 8 + n)], ['<code>', data.subarray(8 + n)]];\n"
-        "  for (const [name, src] of parts) {\n"
-        "    if (src.length === 0) continue;\n"
-        "    const m = new Module(name, null);\n"
-        "    m.filename = name;\n"
-        "    m.paths = Module._nodeModulePaths('/tmp');\n"
-        "    if (name === '<code>') { m.id = '.'; process.mainModule = m; }\n"
-        "    m._compile(src.toString('utf8'), name);\n"
-        "  }\n"
-        "  process.on('exit', (code) => {\n"
-        "    if (code === 0) try { fs.writeSync(5, '0'); } catch (e) {}\n"
-        "  });\n"
-        "})();\n";
+    "'use strict';\n"
+    "(() => {\n"
+    "  const fs = require('fs');\n"
+    "  const Module = require('module');\n"
+    "  for (const s of [process.stdout, process.stderr])\n"
+    "    if (s._handle && typeof s._handle.setBlocking === 'function') "
+    "s._handle.setBlocking(true);\n"
+    "  const warm = new Module('<warm-up>', null);\n"
+    "  warm._compile(\"const { Writable } = require('stream');\" +\n"
+    "    \"const sink = new Writable({ write(c, e, cb) { cb(); } });\" +\n"
+    "    \"new console.Console(sink, sink).log('%s', JSON.stringify(JSON.parse(\" +\n"
+    "    \"Buffer.from('eyJhIjpbMV19', 'base64').toString('utf-8'))), { b: 2 });\", '<warm-up>');\n"
+    "  const data = fs.readFileSync(3);\n"
+    "  fs.closeSync(3);\n"
+    "  const n = Number(data.readBigUInt64LE(0));\n"
+    "  const parts = [['<preload>', data.subarray(8, 8 + n)], ['<code>', data.subarray(8 + n)]];\n"
+    "  for (const [name, src] of parts) {\n"
+    "    if (src.length === 0) continue;\n"
+    "    const m = new Module(name, null);\n"
+    "    m.filename = name;\n"
+    "    m.paths = Module._nodeModulePaths('/tmp');\n"
+    "    if (name === '<code>') { m.id = '.'; process.mainModule = m; }\n"
+    "    m._compile(src.toString('utf8'), name);\n"
+    "  }\n"
+    "  process.on('exit', (code) => {\n"
+    "    if (code === 0) try { fs.writeSync(5, '0'); } catch (e) {}\n"
+    "  });\n"
+    "})();\n";
 
 /* What V8 and libuv ask for beyond the common policy (pkey_alloc gets
  * ENOSYS and V8 goes without memory protection keys). */
@@ -59,9 +60,9 @@ static const char *const node_allow[] = {NULL};
 int runtime_node_new(const struct config *cfg, struct runtime **ret, char *err, size_t errlen)
 {
         static const char *const args[] = {"--no-addons", "-e", node_boot};
-        int r = runtime_new_common("nodejs", LANG_NODEJS, cfg->nodejs_path, args,
-                                   sizeof(args) / sizeof(args[0]), node_allow, cfg, ret, err,
-                                   errlen);
+        int r =
+            runtime_new_common("nodejs", LANG_NODEJS, cfg->nodejs_path, args,
+                               sizeof(args) / sizeof(args[0]), node_allow, cfg, ret, err, errlen);
         /* child_process would only say "spawn ls EPERM": stop the run and
          * name the call instead, as dify-sandbox did. */
         if (r == 0) {

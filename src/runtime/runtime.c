@@ -18,12 +18,23 @@
  * and the tiny databases libc consults. /etc/resolv.conf and /etc/hosts
  * are copied by the jail, passwd/group generated. */
 static const char *const system_paths[] = {
-        "/usr",           "/bin",          "/sbin",
-        "/lib",           "/lib32",        "/lib64",
-        "/libx32",        "/etc/ld.so.cache", "/etc/ld.so.conf",
-        "/etc/ld.so.conf.d", "/etc/ssl",   "/etc/ca-certificates",
-        "/etc/localtime", "/etc/timezone", "/etc/mime.types",
-        "/etc/services",  "/etc/protocols",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/mime.types",
+    "/etc/services",
+    "/etc/protocols",
 };
 
 void runtime_strv_free(char **v)
@@ -54,8 +65,8 @@ static int push(struct runtime *rt, const char *path)
         return 0;
 }
 
-int runtime_ro_paths(const struct config *cfg, const char *exec_path, struct runtime *rt,
-                     char *err, size_t errlen)
+int runtime_ro_paths(const struct config *cfg, const char *exec_path, struct runtime *rt, char *err,
+                     size_t errlen)
 {
         int r = 0;
         for (size_t i = 0; i < ELEMENTSOF(system_paths) && r == 0; i++)

@@ -18,8 +18,8 @@ struct runtime {
         char **ro_paths;  /* host paths bound read-only, system + runtime + extra */
         size_t n_ro_paths;
         const char *const *lang_allow; /* syscalls this runtime adds, NULL-ended */
-        bool spawn_kills; /* a new process stops the run instead of failing */
-        bool exit_report; /* writes its exit code to fd 5, then may be killed */
+        bool spawn_kills;              /* a new process stops the run instead of failing */
+        bool exit_report;              /* writes its exit code to fd 5, then may be killed */
 };
 
 /* The Python bootstrap, shared by the cold command line and the zygote. */
@@ -37,8 +37,8 @@ int runtime_new_common(const char *name, uint32_t lang, const char *exec_path,
 /* Shared by every runtime (runtime.c): the system paths plus the
  * configuration's jail.extra_ro_paths plus the interpreter's own prefix
  * when it lives outside them. */
-int runtime_ro_paths(const struct config *cfg, const char *exec_path, struct runtime *rt,
-                     char *err, size_t errlen);
+int runtime_ro_paths(const struct config *cfg, const char *exec_path, struct runtime *rt, char *err,
+                     size_t errlen);
 /* Environment of a run: PATH, LANG, HOME, TMPDIR and, with network and a
  * configured proxy, the proxy variables. NULL-terminated, malloc'd. */
 char **runtime_env(const struct config *cfg, int network);

@@ -60,12 +60,13 @@ static PyObject *boot_code;
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
-        static const struct option opts[] = {
-                {"python", required_argument, NULL, 'p'}, {"hostname", required_argument, NULL, 'h'},
-                {"ro", required_argument, NULL, 'r'},     {"preload", required_argument, NULL, 'm'},
-                {"log-json", no_argument, NULL, 'j'},
-                {"resolv-conf", required_argument, NULL, 'd'},
-                {NULL, 0, NULL, 0}};
+        static const struct option opts[] = {{"python", required_argument, NULL, 'p'},
+                                             {"hostname", required_argument, NULL, 'h'},
+                                             {"ro", required_argument, NULL, 'r'},
+                                             {"preload", required_argument, NULL, 'm'},
+                                             {"log-json", no_argument, NULL, 'j'},
+                                             {"resolv-conf", required_argument, NULL, 'd'},
+                                             {NULL, 0, NULL, 0}};
         int c;
         while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 if (c == 'p')
@@ -106,8 +107,7 @@ static int load_filter(int fd, struct policy_prog *p)
 static bool same_interpreter(const char *python)
 {
         char a[PATH_MAX], b[PATH_MAX];
-        return realpath(python, a) && realpath(LOCKBOX_PYTHON_EXECUTABLE, b) &&
-               strcmp(a, b) == 0;
+        return realpath(python, a) && realpath(LOCKBOX_PYTHON_EXECUTABLE, b) && strcmp(a, b) == 0;
 }
 
 static int python_init(const char *python)
@@ -157,8 +157,7 @@ static void preload(const struct args *a)
                 PyObject *m = PyImport_ImportModule(a->preload[i]);
                 if (!m) {
                         PyErr_Clear();
-                        log_warn(NULL, "zygote.preload_failed", "module=%s",
-                                 log_q(a->preload[i]));
+                        log_warn(NULL, "zygote.preload_failed", "module=%s", log_q(a->preload[i]));
                         continue;
                 }
                 Py_DECREF(m);
@@ -210,7 +209,8 @@ static void huge_pages(void)
                     strncmp(perms, "rw-p", 4) != 0 ||
                     !(line[n] == '\0' || strncmp(line + n, "[heap]", 6) == 0))
                         continue;
-                unsigned long lo = (a + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = b & ~(HUGE_PAGE - 1);
+                unsigned long lo = (a + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1),
+                              hi = b & ~(HUGE_PAGE - 1);
                 if (hi <= lo || hi - lo > (1UL << 30) ||
                     madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
                         continue;
@@ -219,7 +219,8 @@ static void huge_pages(void)
                  * the rest of the range. */
                 for (unsigned long h = lo; h < hi; h += HUGE_PAGE)
                         for (int try = 0; try < 2 && mostly_resident(h); try++)
-                                if (madvise((void *)h, HUGE_PAGE, 25 /* MADV_COLLAPSE, 6.1 */) == 0) {
+                                if (madvise((void *)h, HUGE_PAGE, 25 /* MADV_COLLAPSE, 6.1 */) ==
+                                    0) {
                                         total += HUGE_PAGE;
                                         break;
                                 }
@@ -293,19 +294,19 @@ static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spa
                                    const int *fds, size_t nf)
 {
         struct jail_spec s = {
-                .mode = JAIL_WARM,
-                .uid = m->uid,
-                .gid = m->uid,
-                .network = m->network,
-                .hostname = a->hostname,
-                .limits = m->limits,
-                .sync_fd = fds[0],
-                .code_fd = fds[1],
-                .stdout_fd = fds[2],
-                .stderr_fd = fds[3],
-                .filter = &filters[m->network ? 1 : 0],
-                .cgroup_procs = {-1, -1},
-                .cgroup_dirfd = -1,
+            .mode = JAIL_WARM,
+            .uid = m->uid,
+            .gid = m->uid,
+            .network = m->network,
+            .hostname = a->hostname,
+            .limits = m->limits,
+            .sync_fd = fds[0],
+            .code_fd = fds[1],
+            .stdout_fd = fds[2],
+            .stderr_fd = fds[3],
+            .filter = &filters[m->network ? 1 : 0],
+            .cgroup_procs = {-1, -1},
+            .cgroup_dirfd = -1,
         };
         /* the order of zygote_proto.h: cgroup fds, layer, report, namespace */
         size_t i = 4;
@@ -412,8 +413,8 @@ static int setup(const struct args *a)
         task_dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (task_dir < 0)
                 return -errno;
-        if ((r = jail_root_build(a->ro, a->n_ro, a->hostname, a->resolv_conf)) < 0 || (r = jail_root_enter()) < 0 ||
-            chdir("/") < 0)
+        if ((r = jail_root_build(a->ro, a->n_ro, a->hostname, a->resolv_conf)) < 0 ||
+            (r = jail_root_enter()) < 0 || chdir("/") < 0)
                 return r < 0 ? r : -errno;
         arenas_install();
         if ((r = python_init(a->python)) < 0)
@@ -442,13 +443,15 @@ static char **options_from_fd(char *argv0, int *ret_argc)
         static char *av[2 * MAX_ITEMS + 16];
         size_t len = 0;
         ssize_t n;
-        while (len < sizeof(buf) - 1 && (n = read(OPTIONS_FD, buf + len, sizeof(buf) - 1 - len)) > 0)
+        while (len < sizeof(buf) - 1 &&
+               (n = read(OPTIONS_FD, buf + len, sizeof(buf) - 1 - len)) > 0)
                 len += (size_t)n;
         close(OPTIONS_FD);
         buf[len] = '\0';
         int ac = 0;
         av[ac++] = argv0;
-        for (size_t off = 0; off < len && ac < (int)ELEMENTSOF(av) - 1; off += strlen(buf + off) + 1)
+        for (size_t off = 0; off < len && ac < (int)ELEMENTSOF(av) - 1;
+             off += strlen(buf + off) + 1)
                 av[ac++] = buf + off;
         av[ac] = NULL;
         *ret_argc = ac;

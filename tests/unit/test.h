@@ -13,7 +13,8 @@
 
 typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn, const char *file);
-void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void test_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 extern bool test_failed;
 
 #define TEST(name)                                                                                 \
@@ -106,8 +107,9 @@ extern bool test_failed;
         do {                                                                                       \
                 const char *_a = (a), *_b = (b);                                                   \
                 if (!_a || !_b || strcmp(_a, _b) != 0) {                                           \
-                        test_fail(__FILE__, __LINE__, "%s == %s:\n    got:  \"%s\"\n    want: \"%s\"", \
-                                  #a, #b, _a ? _a : "(null)", _b ? _b : "(null)");                 \
+                        test_fail(__FILE__, __LINE__,                                              \
+                                  "%s == %s:\n    got:  \"%s\"\n    want: \"%s\"", #a, #b,         \
+                                  _a ? _a : "(null)", _b ? _b : "(null)");                         \
                         return;                                                                    \
                 }                                                                                  \
         } while (0)
@@ -116,7 +118,8 @@ extern bool test_failed;
         do {                                                                                       \
                 const char *_h = (hay), *_n = (needle);                                            \
                 if (!_h || !strstr(_h, _n)) {                                                      \
-                        test_fail(__FILE__, __LINE__, "%s contains %s:\n    got:  \"%s\"\n    want substring: \"%s\"", \
+                        test_fail(__FILE__, __LINE__,                                              \
+                                  "%s contains %s:\n    got:  \"%s\"\n    want substring: \"%s\"", \
                                   #hay, #needle, _h ? _h : "(null)", _n);                          \
                         return;                                                                    \
                 }                                                                                  \
@@ -126,7 +129,7 @@ extern bool test_failed;
         do {                                                                                       \
                 const char *_h = (hay), *_n = (needle);                                            \
                 if (!_h || strstr(_h, _n)) {                                                       \
-                        test_fail(__FILE__, __LINE__, "%s lacks %s:\n    got:  \"%s\"", #hay,       \
+                        test_fail(__FILE__, __LINE__, "%s lacks %s:\n    got:  \"%s\"", #hay,      \
                                   #needle, _h ? _h : "(null)");                                    \
                         return;                                                                    \
                 }                                                                                  \
@@ -136,8 +139,9 @@ extern bool test_failed;
         do {                                                                                       \
                 size_t _al = (alen), _bl = (blen);                                                 \
                 if (_al != _bl || memcmp((a), (b), _al) != 0) {                                    \
-                        test_fail(__FILE__, __LINE__, "%s == %s: lengths %zu vs %zu or bytes differ", \
-                                  #a, #b, _al, _bl);                                               \
+                        test_fail(__FILE__, __LINE__,                                              \
+                                  "%s == %s: lengths %zu vs %zu or bytes differ", #a, #b, _al,     \
+                                  _bl);                                                            \
                         return;                                                                    \
                 }                                                                                  \
         } while (0)

@@ -712,20 +712,25 @@ TEST(config_uid_cross_checks)
                           "only 6 for runs (its last UID is pip's); each concurrent run and armed "
                           "process needs its own UID");
         const char *env[] = {"MAX_WORKERS", "9", NULL};
-        EXPECT_LOAD_ERROR("jail:\n  uid_max: 10007\n", env,
-                          "env MAX_WORKERS: max_workers is 9 and the warm pools hold 6 but the "
-                          "UID pool jail.uid_min..jail.uid_max (10000..10007) holds only 7 for runs "
-                          "(its last UID is pip's); each concurrent run and armed process needs "
-                          "its own UID");
+        EXPECT_LOAD_ERROR(
+            "jail:\n  uid_max: 10007\n", env,
+            "env MAX_WORKERS: max_workers is 9 and the warm pools hold 6 but the "
+            "UID pool jail.uid_min..jail.uid_max (10000..10007) holds only 7 for runs "
+            "(its last UID is pip's); each concurrent run and armed process needs "
+            "its own UID");
         struct config c;
         /* five UIDs: enough for four workers and pip once the pools are
          * off (cold) */
-        EXPECT_INT_EQ(load(&c, "max_workers: 4\nwarm:\n  mode: cold\njail:\n  uid_min: 5000\n"
-                               "  uid_max: 5004\n", NULL),
+        EXPECT_INT_EQ(load(&c,
+                           "max_workers: 4\nwarm:\n  mode: cold\njail:\n  uid_min: 5000\n"
+                           "  uid_max: 5004\n",
+                           NULL),
                       0);
         config_free(&c);
-        EXPECT_INT_EQ(load(&c, "max_workers: 4\nwarm: {python_pool: 0, nodejs_pool: 0}\njail:\n"
-                               "  uid_min: 5000\n  uid_max: 5004\n", NULL),
+        EXPECT_INT_EQ(load(&c,
+                           "max_workers: 4\nwarm: {python_pool: 0, nodejs_pool: 0}\njail:\n"
+                           "  uid_min: 5000\n  uid_max: 5004\n",
+                           NULL),
                       0);
         config_free(&c);
 }

@@ -47,9 +47,11 @@ TEST(deps_parse_metadata_reads_name_and_version)
 TEST(deps_parse_metadata_rejects_incomplete_and_clips_long_fields)
 {
         char name[8], version[8];
-        EXPECT_INT_EQ(deps_parse_metadata("", name, sizeof(name), version, sizeof(version)), -EINVAL);
-        EXPECT_INT_EQ(deps_parse_metadata("Name: a\n", name, sizeof(name), version, sizeof(version)),
+        EXPECT_INT_EQ(deps_parse_metadata("", name, sizeof(name), version, sizeof(version)),
                       -EINVAL);
+        EXPECT_INT_EQ(
+            deps_parse_metadata("Name: a\n", name, sizeof(name), version, sizeof(version)),
+            -EINVAL);
         /* fields after the headers do not count */
         EXPECT_INT_EQ(deps_parse_metadata("Name: a\n\nVersion: 1\n", name, sizeof(name), version,
                                           sizeof(version)),

@@ -50,8 +50,8 @@ TEST(policy_never_list_is_denied_by_default)
         for (const char *const *n = config_never_allowed_syscalls; *n; n++) {
                 enum policy_action a = policy_lookup(*n);
                 if (a == POLICY_ALLOW || a == POLICY_DEFAULT)
-                        test_fail(__FILE__, __LINE__, "%s is never-allowed but policy says %d",
-                                  *n, (int)a);
+                        test_fail(__FILE__, __LINE__, "%s is never-allowed but policy says %d", *n,
+                                  (int)a);
                 EXPECT_TRUE(a != POLICY_ALLOW && a != POLICY_DEFAULT);
         }
 }
@@ -76,8 +76,7 @@ TEST(policy_syscall_name)
 }
 
 static const struct policy_opts base_opts = {
-        .network = false,
-        .self_pid = 0, /* replaced by the child's pid */
+    .network = false, .self_pid = 0, /* replaced by the child's pid */
 };
 
 /* Load the filter in a child and run check(); the child's exit code is the
@@ -111,7 +110,7 @@ static int in_filtered_child(struct policy_opts o, int (*check)(void))
                 errno = 0;                                                                         \
                 long _r = (long)(expr);                                                            \
                 if (_r != -1 || errno != (e)) {                                                    \
-                        fprintf(stderr, "  %s: got %ld errno %d, want errno %d\n", #expr, _r,     \
+                        fprintf(stderr, "  %s: got %ld errno %d, want errno %d\n", #expr, _r,      \
                                 errno, (e));                                                       \
                         bad++;                                                                     \
                 }                                                                                  \
