@@ -18,6 +18,7 @@ HARMLESS_WRITES = {"append /dev/random", "append /dev/urandom"}
 
 # ------------------------------------------------------------ escaping root
 
+@pytest.mark.host_view
 def test_python_symlinks_resolve_inside_the_jail(daemon):
     d = attack_py(daemon, src(f"""
         import os, errno

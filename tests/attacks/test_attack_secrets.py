@@ -26,6 +26,7 @@ def test_python_reading_host_secrets_finds_nothing(daemon, path):
     assert_exception(d, "FileNotFoundError", path)
 
 
+@pytest.mark.host_view
 def test_python_reading_the_daemon_config_by_every_path(daemon):
     """The config (with the API key) by its host path, through /proc/1/root,
     /proc/self/cwd, and by walking up from /tmp."""
@@ -46,6 +47,7 @@ def test_python_reading_the_daemon_config_by_every_path(daemon):
     assert KEY not in d["stdout"]
 
 
+@pytest.mark.host_view
 def test_python_api_key_is_nowhere_in_files_or_proc(daemon):
     """Every readable file outside /usr (with /proc/1/* of the program and
     its threads) searched for the API key and the config's path."""
@@ -97,6 +99,7 @@ def test_python_api_key_is_not_in_the_programs_memory(daemon):
     assert_ok(d, "True 0\n")
 
 
+@pytest.mark.host_view
 def test_python_supervisor_proc_entries_are_invisible(daemon):
     """The jailer, the HTTP process and the zygote are not in the run's /proc;
     by number they do not exist; the program is PID 1 with parent 0."""
@@ -235,6 +238,7 @@ def test_python_uname_and_hostname_are_the_sandboxs(daemon):
 
 # ------------------------------------------------------------------ Node.js
 
+@pytest.mark.host_view
 def test_node_reading_secrets_and_config(daemon):
     d = attack_js(daemon, src(f"""
         const fs = require('fs');

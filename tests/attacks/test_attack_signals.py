@@ -1,5 +1,6 @@
 """Signalling or killing the daemon (jailer, HTTP process, zygote) and the
 host. Signals between concurrent runs: test_attack_concurrency.py."""
+import pytest
 import os
 import signal
 import time
@@ -13,6 +14,7 @@ def host_pids(daemon):
     return [daemon.pid] + children_of(daemon.pid) + [os.getpid(), 1]
 
 
+@pytest.mark.host_view
 def test_python_cannot_signal_the_daemon_or_host_by_pid(daemon):
     pids = host_pids(daemon)
     d = attack_py(daemon, src(f"""
@@ -34,6 +36,7 @@ def test_python_cannot_signal_the_daemon_or_host_by_pid(daemon):
     assert daemon.proc.poll() is None
 
 
+@pytest.mark.host_view
 def test_python_broadcast_and_group_kills_are_refused(daemon):
     d = attack_py(daemon, src(f"""
         import os, signal, errno, ctypes
@@ -80,6 +83,7 @@ def test_python_signals_to_itself_cannot_end_pid_1(daemon):
     assert_ok(d, "alive\n")
 
 
+@pytest.mark.host_view
 def test_run_cannot_signal_the_daemons_process_group(daemon):
     """Found by this suite, fixed by a session per run (setsid in the jail):
     runs used to stay in the daemon's session and process group, the filter
@@ -101,6 +105,7 @@ def test_run_cannot_signal_the_daemons_process_group(daemon):
     assert got == [], "SIGCONT from a run reached a process of the daemon's process group"
 
 
+@pytest.mark.host_view
 def test_node_cannot_signal_the_daemon(daemon):
     pids = host_pids(daemon)[:-1]
     d = attack_js(daemon, src(f"""

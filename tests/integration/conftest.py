@@ -420,6 +420,67 @@ class Daemon:
         assert not extra, f"files left in the daemon's working directory: {extra}"
 
 
+# ------------------------------------------------- a daemon started elsewhere
+
+# LOCKBOX_EXTERNAL_URL points the `daemon` fixture at a lockboxd this suite
+# did not start (with the suite's KEY as its app.key), such as the
+# container tests/container/run starts: its tests run over HTTP alone. Tests that
+# need a daemon of their own, or the host's view of the daemon's processes,
+# are deselected (pytest reports how many), never run half-way.
+EXTERNAL_URL = os.environ.get("LOCKBOX_EXTERNAL_URL", "").rstrip("/")
+EXTERNAL_FIXTURES_OK = {"daemon", "request", "tmp_path", "tmp_path_factory", "_aftermath",
+                        "_default_daemon", "_session_tmp"}
+
+
+class _Running:
+    @staticmethod
+    def poll():
+        return None  # what the suite can know of a process it did not start
+
+
+class ExternalDaemon(Daemon):
+    def __init__(self, url, key):  # noqa: super().__init__ would plan a daemon to start
+        self.base = url
+        self.port = int(url.rsplit(":", 1)[1])
+        self.key = key
+        self.proc = _Running()
+        self.warm = True
+        self.stopped = False
+        self.session = self.new_session()
+
+    @property
+    def log(self):
+        return "(the daemon's log is wherever it runs)"
+
+    def url(self, path):
+        return self.base + path
+
+    def new_session(self):
+        s = super().new_session()
+        s.headers["X-Api-Key"] = self.key
+        return s
+
+    def assert_idle(self, timeout=2.0):
+        pass  # its processes are not in this suite's view
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "host_view: looks at the daemon from the host "
+                            "(its pid, config file, working directory): not for an external one")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not EXTERNAL_URL:
+        return
+    keep, drop = [], []
+    for item in items:
+        needs = set(getattr(item, "fixturenames", ())) - EXTERNAL_FIXTURES_OK
+        (drop if needs or item.get_closest_marker("host_view") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def _session_tmp():
     d = tempfile.mkdtemp(prefix="lockbox-it-")
@@ -437,6 +498,9 @@ def _start(config, parent, env=None, pool=100, requirements=REQUIREMENTS):
 
 @pytest.fixture(scope="session")
 def _default_daemon(_session_tmp):
+    if EXTERNAL_URL:
+        yield ExternalDaemon(EXTERNAL_URL, KEY)
+        return
     d = _start({"max_workers": 4, "max_requests": 50}, _session_tmp)
     yield d
     d.stop()
