@@ -217,9 +217,15 @@ def test_node_native_library_from_tmp_is_refused(daemon):
 
 def test_node_internal_binding_misuse_crashes_only_the_run(daemon):
     """Calling an internal binding with bad arguments trips a native
-    assertion: the run dies (abort, seen as SIGSEGV in a PID 1), the daemon
-    does not care."""
+    assertion in Node.js 20: the run dies (abort, seen as SIGSEGV in a PID
+    1), the daemon does not care. Node.js 18 (Debian 12's own package, in
+    the bookworm image) does not check them and opens the jail's own
+    /etc/passwd: the run ends normally, which is as harmless."""
     d = attack_js(daemon, "console.log('start');\nprocess.binding('fs').open('/etc/passwd', 0, 0, undefined, {});\n")
+    major = int(attack_js(daemon, "console.log(process.versions.node.split('.')[0])")["stdout"])
+    if major < 20:
+        assert (d["status"], d["stdout"]) == ("ok", "start\n"), d
+        return
     assert_killed_by_signal(d, "SIGSEGV", stdout="start\n")
     assert d["exit_code"] == -1
 
