@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/util.h"
@@ -69,8 +70,8 @@ struct deps {
         struct strbuf log;
         char *staging;
         uint64_t job_hash;
-        bool timed_out; /* the running pip overran install_timeout */
-        struct timespec job_started;
+        bool timed_out;         /* the running pip overran install_timeout */
+        int64_t job_started_ms; /* monotonic_ms() */
         int waiters[MAX_WAITERS];
         size_t n_waiters;
         bool force_again;
@@ -574,7 +575,7 @@ static int start_pip(struct jailer *j, const struct strbuf *reqs)
         d->out = out[0];
         d->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         strbuf_init(&d->log, PIP_LOG_MAX);
-        clock_gettime(CLOCK_MONOTONIC, &d->job_started);
+        d->job_started_ms = monotonic_ms();
         d->timed_out = false;
         d->w_out = (struct watch){.kind = W_DEPS_OUT};
         d->w_exit = (struct watch){.kind = W_DEPS_EXIT};
@@ -693,9 +694,7 @@ void deps_on_tick(struct jailer *j)
         if (!d || j->stopping)
                 return;
         if (d->pid > 0) {
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if (now.tv_sec - d->job_started.tv_sec >= j->cfg->install_timeout &&
+                if (monotonic_ms() - d->job_started_ms >= j->cfg->install_timeout * 1000LL &&
                     !d->timed_out) {
                         d->timed_out = true;
                         syscall(SYS_pidfd_send_signal, d->pidfd, SIGTERM, NULL, 0);

@@ -88,7 +88,7 @@ struct run {
         char failure[160]; /* why the start failed, for the request's -500 */
         enum run_reason reason;
         int syscall_nr;
-        struct timespec start; /* of the program: when STARTED was sent */
+        int64_t start_us; /* monotonic_us() of the program: when STARTED was sent */
 };
 
 struct jailer {
@@ -121,7 +121,7 @@ struct jailer {
         bool stopping, http_gone;
         bool ctrl_closed; /* the HTTP process sent what is off the menu */
         int exit_code;
-        struct timespec stop_deadline;
+        int64_t stop_deadline_ms; /* monotonic_ms() */
 };
 
 /* jailer.c */
@@ -131,7 +131,6 @@ bool jailer_network_usable(const struct jailer *j);
 void jailer_read_refusals(struct jailer *j);
 int jailer_watch(struct jailer *j, int fd, struct watch *w);
 void jailer_unwatch(struct jailer *j, int fd);
-uint64_t jailer_elapsed_us(const struct timespec *since);
 
 /* run.c */
 /* A new run of slot's language: for a request (chan >= 0), or to arm pool. */

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -37,14 +38,6 @@
 #include "pool/deps.h"
 #include "pool/internal.h"
 #include "runtime/runtime.h"
-
-uint64_t jailer_elapsed_us(const struct timespec *since)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)(now.tv_sec - since->tv_sec) * 1000000u +
-               (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000);
-}
 
 int jailer_watch(struct jailer *j, int fd, struct watch *w)
 {
@@ -461,9 +454,8 @@ static void begin_stop(struct jailer *j, const char *why)
         warm_stop(j);
         if (!j->http_gone)
                 kill(j->http_pid, SIGTERM);
-        clock_gettime(CLOCK_MONOTONIC, &j->stop_deadline);
         /* The HTTP side lets running requests finish: at most one deadline. */
-        j->stop_deadline.tv_sec += j->cfg->worker_timeout + 10;
+        j->stop_deadline_ms = monotonic_ms() + ((int64_t)j->cfg->worker_timeout + 10) * 1000;
 }
 
 /* SIGHUP: log rotation. Reopen log_path's file and hand it to the HTTP
@@ -734,10 +726,7 @@ static int loop_timeout_ms(struct jailer *j)
 {
         if (!j->stopping || j->http_gone)
                 return -1;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t ms = (j->stop_deadline.tv_sec - now.tv_sec) * 1000 +
-                     (j->stop_deadline.tv_nsec - now.tv_nsec) / 1000000;
+        int64_t ms = j->stop_deadline_ms - monotonic_ms();
         if (ms <= 0) {
                 log_warn(NULL, "jailer.stop_deadline", "effect=\"killing the HTTP process\"");
                 kill(j->http_pid, SIGKILL);

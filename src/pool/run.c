@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -359,7 +360,7 @@ static void start_program(struct jailer *j, struct run *run)
         run->out_r = safe_close(run->out_r);
         run->err_r = safe_close(run->err_r);
         run->state = RUN_ACTIVE;
-        clock_gettime(CLOCK_MONOTONIC, &run->start);
+        run->start_us = monotonic_us();
         run->w_report = (struct watch){.kind = W_REPORT, .run = run};
         if (r < 0 || arm_timer(run, j->cfg->worker_timeout) < 0 ||
             (run->report_r >= 0 && jailer_watch(j, run->report_r, &run->w_report) < 0))
@@ -533,7 +534,7 @@ static void answer(struct jailer *j, struct run *run, int status, const struct r
                 cgroup_run_stats(run->cg, &st);
         struct proto_result res = {.hdr = {PROTO_MAGIC, PROTO_RESULT},
                                    .status = RUN_STATUS_DONE,
-                                   .wall_us = jailer_elapsed_us(&run->start)};
+                                   .wall_us = (uint64_t)(monotonic_us() - run->start_us)};
         classify(run, status, ru, &st, j->cfg->cpu_seconds, &res);
         if (reaped)
                 release_identity(j, run); /* groups gone, UID back: then answer */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -43,7 +44,7 @@ struct pool {
         unsigned target, armed, spawning;
         struct run *head, *tail; /* armed, oldest first */
         unsigned failures;
-        struct timespec retry_at;
+        int64_t retry_at_ms; /* monotonic_ms() */
 };
 
 struct zygote {
@@ -52,31 +53,13 @@ struct zygote {
         bool ready, disabled;
         bool retiring; /* replaced: serves no more SPAWNs, killed once none is pending */
         unsigned runs; /* SPAWNs it was sent */
-        struct timespec ready_at, rotate_after;
+        int64_t ready_at_ms, rotate_after_ms; /* monotonic_ms() */
         struct watch w_sock, w_exit;
         struct run *head, *tail; /* runs waiting for SPAWNED, in order */
         unsigned failures;
-        struct timespec retry_at;
+        int64_t retry_at_ms; /* monotonic_ms() */
         char binary[PATH_MAX];
 };
-
-static void now_plus(struct timespec *t, unsigned ms)
-{
-        clock_gettime(CLOCK_MONOTONIC, t);
-        t->tv_sec += ms / 1000;
-        t->tv_nsec += (long)(ms % 1000) * 1000000;
-        if (t->tv_nsec >= 1000000000) {
-                t->tv_sec++;
-                t->tv_nsec -= 1000000000;
-        }
-}
-
-static bool due(const struct timespec *t)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
-}
 
 /* 100 ms, 200 ms, ... up to 30 s after repeated failures. */
 static unsigned backoff_ms(unsigned failures)
@@ -210,7 +193,7 @@ void warm_on_gone(struct jailer *j, struct run *run)
         if (run->state == RUN_SPAWNING) {
                 p->spawning--;
                 p->failures++;
-                now_plus(&p->retry_at, backoff_ms(p->failures));
+                p->retry_at_ms = monotonic_ms() + backoff_ms(p->failures);
                 return;
         }
         struct run **pp = &p->head, *prev = NULL;
@@ -273,8 +256,8 @@ static bool refill_now(const struct jailer *j, const struct pool *p)
 
 static void pool_refill(struct jailer *j, struct pool *p)
 {
-        while (p->active && p->armed + p->spawning < p->target && due(&p->retry_at) &&
-               uid_to_spare(j) && refill_now(j, p)) {
+        while (p->active && p->armed + p->spawning < p->target &&
+               monotonic_ms() >= p->retry_at_ms && uid_to_spare(j) && refill_now(j, p)) {
                 if (p->slot->zygote && !zygote_up(j))
                         return; /* armed Python comes from the zygote only */
                 char err[200] = "";
@@ -283,7 +266,7 @@ static void pool_refill(struct jailer *j, struct pool *p)
                         return; /* every UID is busy: requests first */
                 if (r < 0) {
                         p->failures++;
-                        now_plus(&p->retry_at, backoff_ms(p->failures));
+                        p->retry_at_ms = monotonic_ms() + backoff_ms(p->failures);
                         log_error(NULL, "warm.refill_failed", "lang=%s error=%s", p->slot->rt->name,
                                   log_q(err));
                         return;
@@ -541,22 +524,16 @@ static void on_spawned(struct jailer *j, struct zygote *z, const struct zygote_r
                 run_kill(run, REASON_NONE); /* asked for while we waited */
 }
 
-static int64_t ms_between(const struct timespec *a, const struct timespec *b)
-{
-        return (b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
-}
-
 /* Why the serving zygote should be replaced now, or NULL. */
 static const char *rotation_due(const struct jailer *j, const struct zygote *z)
 {
         const struct config *c = j->cfg;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (!z->ready || !due(&z->rotate_after))
+        int64_t now = monotonic_ms();
+        if (!z->ready || now < z->rotate_after_ms)
                 return NULL;
         if (c->zygote_max_runs > 0 && z->runs >= (unsigned)c->zygote_max_runs)
                 return "runs";
-        if (c->zygote_max_age > 0 && ms_between(&z->ready_at, &now) >= c->zygote_max_age * 1000LL)
+        if (c->zygote_max_age > 0 && now - z->ready_at_ms >= c->zygote_max_age * 1000LL)
                 return "age";
         return NULL;
 }
@@ -579,7 +556,7 @@ static void maybe_rotate(struct jailer *j)
                 safe_close(next->sock);
                 safe_close(next->pidfd);
                 free(next);
-                now_plus(&z->rotate_after, 10000);
+                z->rotate_after_ms = monotonic_ms() + 10000;
                 return;
         }
         j->zygote_next = next;
@@ -627,7 +604,7 @@ void zygote_on_message(struct jailer *j, struct zygote *z)
                 if (m.type == ZYGOTE_READY && !z->ready) {
                         z->ready = true;
                         z->failures = 0;
-                        clock_gettime(CLOCK_MONOTONIC, &z->ready_at);
+                        z->ready_at_ms = monotonic_ms();
                         log_info(NULL, "zygote.ready", "pid=%d", (int)z->pid);
                         if (z == j->zygote_next)
                                 zygote_promote(j);
@@ -677,7 +654,7 @@ void zygote_on_exit(struct jailer *j, struct zygote *z)
                 /* retired as planned, or a replacement that died starting:
                  * the serving one goes on, and tries again later */
                 if (z == j->zygote_next && j->zygote)
-                        now_plus(&j->zygote->rotate_after, 10000);
+                        j->zygote->rotate_after_ms = monotonic_ms() + 10000;
                 if (z != j->zygote_old || !z->retiring || !WIFSIGNALED(status) ||
                     WTERMSIG(status) != SIGKILL)
                         log_error(NULL, "zygote.died", "status=%d replacement=%d", status,
@@ -700,7 +677,7 @@ void zygote_on_exit(struct jailer *j, struct zygote *z)
         if (j->stopping)
                 return;
         z->failures += was_ready ? 0 : 1;
-        now_plus(&z->retry_at, backoff_ms(z->failures + 1) * (was_ready ? 1 : 10));
+        z->retry_at_ms = monotonic_ms() + backoff_ms(z->failures + 1) * (was_ready ? 1 : 10);
         log_error(NULL, "zygote.died", "status=%d restart_in_ms=%u", status,
                   backoff_ms(z->failures + 1) * (was_ready ? 1 : 10));
 }
@@ -708,7 +685,7 @@ void zygote_on_exit(struct jailer *j, struct zygote *z)
 void warm_on_tick(struct jailer *j)
 {
         struct zygote *z = j->zygote;
-        if (z && !z->disabled && !z->pid && !j->stopping && due(&z->retry_at))
+        if (z && !z->disabled && !z->pid && !j->stopping && monotonic_ms() >= z->retry_at_ms)
                 zygote_start(j, z);
         maybe_rotate(j);
         warm_refill(j);
