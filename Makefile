@@ -139,6 +139,7 @@ FUZZ_SRCS_fuzz_request      := src/http/request.c src/http/result.c src/base/utf
 FUZZ_SRCS_fuzz_headers      := src/base/trace.c src/http/request.c src/base/utf8.c
 # fuzz_config stands in for src/base/log.c (it drops log lines).
 FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c src/base/netaddr.c \
+                               src/base/file.c \
                                src/base/strbuf.c src/base/utf8.c
 FUZZ_SRCS_fuzz_deps         := src/pool/deps_text.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h

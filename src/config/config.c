@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/netaddr.h"
 #include "base/strbuf.h"
@@ -313,19 +314,10 @@ int config_load_buffer(struct config *cfg, const char *name, const char *yaml, s
 static int read_file(const char *path, struct strbuf *sb)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        char chunk[8192];
         if (fd < 0)
                 return -errno;
-        for (;;) {
-                ssize_t n = RETRY_EINTR(read(fd, chunk, sizeof(chunk)));
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return 0;
-                int r = strbuf_append(sb, chunk, (size_t)n);
-                if (r < 0)
-                        return r == -E2BIG ? -EFBIG : r;
-        }
+        int r = file_read_fd(fd, sb);
+        return r == -E2BIG ? -EFBIG : r;
 }
 
 int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn, char *err,

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -57,14 +58,8 @@ static int read_file(const char *dir, const char *file, char *buf, size_t size)
         char path[4096];
         if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
                 return -ENAMETOOLONG;
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        if (n < 0)
-                return -errno;
-        buf[n] = '\0';
-        return 0;
+        ssize_t n = file_read_buf(path, buf, size);
+        return n < 0 ? (int)n : 0;
 }
 
 /* "key value" lines (memory.events, memory.oom_control). */

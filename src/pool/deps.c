@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/file.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/strbuf.h"
@@ -81,30 +82,6 @@ struct deps {
 
 /* ---- small pieces (the pure text helpers are in deps_text.c) -------------------- */
 
-/* A regular file (never a FIFO or device, which could block or never
- * end), at most max bytes; with O_NOFOLLOW in flags, not through a final
- * symlink (files written by pip's process are not trusted). */
-static int read_small(const char *path, int flags, size_t max, struct strbuf *sb)
-{
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
-        struct stat st;
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
-        strbuf_init(sb, max);
-        char buf[8192];
-        ssize_t n;
-        while ((n = read(fd, buf, sizeof(buf))) > 0)
-                if (strbuf_append(sb, buf, (size_t)n) < 0) {
-                        strbuf_free(sb);
-                        return -E2BIG;
-                }
-        return n < 0 ? -errno : 0;
-}
-
 static char *layer_path(const struct deps *d, const char *name)
 {
         char *p;
@@ -149,7 +126,7 @@ static json_t *scan_installed(const char *dir)
                 if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                         continue; /* not through a symlink */
                 snprintf(path, sizeof(path), "%s/%s/METADATA", dir, de->d_name);
-                if (read_small(path, O_NOFOLLOW, 1 << 20, &sb) < 0)
+                if (file_read(path, O_NOFOLLOW, 1 << 20, &sb) < 0) /* pip's files: untrusted */
                         continue;
                 if (deps_parse_metadata(sb.data ? sb.data : "", name, sizeof(name), version,
                                         sizeof(version)) == 0)
@@ -595,7 +572,7 @@ static void begin(struct jailer *j, bool force)
                 return;
         }
         struct strbuf reqs = {0};
-        int r = read_small(j->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
+        int r = file_read(j->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
         if (r == -ENOENT) {
                 strbuf_init(&reqs, 0);
                 r = 0;
