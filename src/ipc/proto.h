@@ -26,6 +26,8 @@ enum proto_language {
         LANG_PYTHON3 = 1,
         LANG_NODEJS = 2,
 };
+/* Tables indexed by enum proto_language (0 is no language). */
+#define PROTO_LANG_SLOTS (LANG_NODEJS + 1)
 
 /* Why the sandbox ended a run; NONE when the program ended by itself. */
 enum run_reason {

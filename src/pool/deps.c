@@ -343,12 +343,12 @@ static void on_pip_done(struct jailer *j, int status)
         finish(j, true, "");
 }
 
+/* Options pip_argv() adds to the fixed ones: at most --only-binary and
+ * the mirror's four. */
+#define PIP_ARGV_OPTIONAL 5
+
 static char **pip_argv(const struct config *c, const char *staging)
 {
-        char **v = calloc(24, sizeof(char *));
-        size_t n = 0;
-        if (!v)
-                return NULL;
         const char *fixed[] = {c->python_path,
                                "-m",
                                "pip",
@@ -363,6 +363,10 @@ static char **pip_argv(const struct config *c, const char *staging)
                                staging,
                                "-r",
                                ".home/requirements.txt"};
+        char **v = calloc(ELEMENTSOF(fixed) + PIP_ARGV_OPTIONAL + 1, sizeof(char *));
+        size_t n = 0;
+        if (!v)
+                return NULL;
         for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
                 v[n++] = (char *)fixed[i];
         if (!c->source_builds)
@@ -407,6 +411,10 @@ static bool passed_to_pip(const char *entry)
         return false;
 }
 
+/* Entries of pip's environment that are lockbox's own: PATH, LANG, HOME,
+ * TMPDIR and the two proxies. */
+#define PIP_OWN_ENV 6
+
 /* The child: the installer's UID, no privileges, in the staging directory. */
 static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
 {
@@ -420,7 +428,7 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         size_t n_environ = 0;
         for (char **e = environ; e && *e; e++)
                 n_environ++;
-        char **envp = calloc(n_environ + 7, sizeof(char *));
+        char **envp = calloc(n_environ + PIP_OWN_ENV + 1, sizeof(char *));
         if (!envp)
                 _exit(126);
         size_t ne = 0;

@@ -93,7 +93,7 @@ struct run {
 
 struct jailer {
         const struct config *cfg;
-        struct lang_slot langs[3]; /* by enum proto_language */
+        struct lang_slot langs[PROTO_LANG_SLOTS]; /* by enum proto_language */
         struct uidpool *uids;
         struct cgroup_root *cg;
         /* the Python zygote serving SPAWNs; while it is replaced

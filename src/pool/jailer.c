@@ -245,7 +245,8 @@ static bool fd_is(int fd, mode_t type)
 static bool run_msg_valid(const struct proto_run *m, const int *fds, size_t nf)
 {
         return nf == 1 && m->hdr.magic == PROTO_MAGIC && m->hdr.type == PROTO_RUN &&
-               m->language > 0 && m->language < 3 && m->network <= 1 && fd_is(fds[0], S_IFSOCK);
+               m->language > 0 && m->language < PROTO_LANG_SLOTS && m->network <= 1 &&
+               fd_is(fds[0], S_IFSOCK);
 }
 
 static void sanitize_trace(char *t)
