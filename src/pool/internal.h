@@ -22,6 +22,8 @@ struct deps;
 struct layer;
 struct shared_stats;
 struct net;
+struct zygote_fds;
+struct run_limits;
 
 enum watch_kind {
         W_CTRL,
@@ -159,8 +161,10 @@ void warm_on_armed(struct jailer *j, struct run *run);
 void warm_on_gone(struct jailer *j, struct run *run);
 /* Write pool sizes and the zygote's pid into the shared stats page. */
 void warm_publish(struct jailer *j);
-/* Zygote: ask for a warm child for run (its fds in fds[]); 0 or -errno. */
-int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds);
+/* Zygote: ask for a warm child for run, with these fds and limits; 0 or
+ * -errno. */
+int zygote_spawn(struct jailer *j, struct run *run, const struct zygote_fds *f,
+                 const struct run_limits *limits);
 bool zygote_up(const struct jailer *j);
 void zygote_on_message(struct jailer *j, struct zygote *z);
 void zygote_on_exit(struct jailer *j, struct zygote *z);

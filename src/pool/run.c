@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "ipc/channel.h"
 #include "ipc/stats.h"
+#include "ipc/zygote_proto.h"
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "jail/uidpool.h"
@@ -116,12 +117,26 @@ static void child_ends_close(struct child_ends *c)
                 c->procs[i] = safe_close(c->procs[i]);
 }
 
+/* What the configuration limits a run to; RLIMIT_DATA only without a
+ * memory cgroup. The one place for both cold and zygote runs. */
+static struct run_limits run_limits(const struct jailer *j)
+{
+        const struct config *c = j->cfg;
+        bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
+        return (struct run_limits){.data_bytes = memcg ? 0 : c->memory_bytes,
+                                   .nproc = c->processes,
+                                   .cpu_seconds = c->cpu_seconds,
+                                   .open_files = c->open_files,
+                                   .file_bytes = c->file_bytes,
+                                   .tmp_bytes = c->tmp_bytes,
+                                   .tmp_inodes = c->tmp_inodes};
+}
+
 static struct jail_spec make_spec(struct jailer *j, struct run *run, const struct child_ends *ends,
                                   int cg_dirfd)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = run->slot->rt;
-        bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
         return (struct jail_spec){
             .mode = JAIL_COLD,
             .uid = run->uid,
@@ -130,13 +145,7 @@ static struct jail_spec make_spec(struct jailer *j, struct run *run, const struc
             .hostname = c->hostname,
             .ro_paths = (const char *const *)rt->ro_paths,
             .n_ro_paths = rt->n_ro_paths,
-            .limits = {.data_bytes = memcg ? 0 : c->memory_bytes,
-                       .nproc = c->processes,
-                       .cpu_seconds = c->cpu_seconds,
-                       .open_files = c->open_files,
-                       .file_bytes = c->file_bytes,
-                       .tmp_bytes = c->tmp_bytes,
-                       .tmp_inodes = c->tmp_inodes},
+            .limits = run_limits(j),
             .exec_path = rt->exec_path,
             .argv = rt->argv,
             .envp = j->env[run->network],
@@ -174,23 +183,18 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
 {
         int dirfd = run->cg ? cgroup_run_dirfd(run->cg) : -1;
         if (run->slot->zygote && zygote_up(j)) {
-                int fds[12];
-                size_t n = 0;
-                for (size_t i = 0; i < 4; i++)
-                        fds[n++] = c->fds[i];
-                for (size_t i = 0; i < 2; i++)
-                        if (c->procs[i] >= 0)
-                                fds[n++] = c->procs[i];
-                if (dirfd >= 0)
-                        fds[n++] = dirfd;
-                if (c->deps >= 0)
-                        fds[n++] = c->deps; /* the zygote knows these two are there */
-                if (c->report >= 0)
-                        fds[n++] = c->report;
-                if (c->netns >= 0)
-                        fds[n++] = c->netns;
+                struct zygote_fds f = {.sync = c->fds[0],
+                                       .code = c->fds[1],
+                                       .out = c->fds[2],
+                                       .err = c->fds[3],
+                                       .cgroup_procs = {c->procs[0], c->procs[1]},
+                                       .cgroup_dirfd = dirfd,
+                                       .deps = c->deps,
+                                       .report = c->report,
+                                       .netns = c->netns};
+                struct run_limits limits = run_limits(j);
                 run->warm = run->zygote = true;
-                int r = zygote_spawn(j, run, fds, n);
+                int r = zygote_spawn(j, run, &f, &limits);
                 if (r < 0)
                         snprintf(err, errlen, "zygote: %s", strerror(-r));
                 return r;

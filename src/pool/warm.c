@@ -440,36 +440,25 @@ static int zygote_start(struct jailer *j, struct zygote *z)
         return 0;
 }
 
-int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds)
+int zygote_spawn(struct jailer *j, struct run *run, const struct zygote_fds *f,
+                 const struct run_limits *limits)
 {
         struct zygote *z = j->zygote;
         if (!zygote_up(j))
                 return -EAGAIN;
-        const struct config *c = j->cfg;
         struct zygote_spawn m = {
             .magic = ZYGOTE_MAGIC,
             .type = ZYGOTE_SPAWN,
             .uid = run->uid,
             .network = run->network,
-            .limits = {.data_bytes = run->cg ? 0 : c->memory_bytes,
-                       .nproc = c->processes,
-                       .cpu_seconds = c->cpu_seconds,
-                       .open_files = c->open_files,
-                       .file_bytes = c->file_bytes,
-                       .tmp_bytes = c->tmp_bytes,
-                       .tmp_inodes = c->tmp_inodes},
+            .limits = *limits,
         };
         /* proxy settings go to network runs only, with their own SPAWN */
         if (run->network && net_env_block(j, m.net_env, sizeof(m.net_env)) < 0)
                 return -E2BIG;
-        /* fds after the first four: the cgroup ones, the layer's, the report's */
-        m.deps_fd = run->layer != NULL;
-        m.report_fd = run->report_r >= 0;
-        m.netns_fd = run->net_addr != 0;
-        uint32_t cg_fds = (uint32_t)(n_fds - 4 - m.deps_fd - m.report_fd - m.netns_fd);
-        m.cgroup_dirfd = run->cg && cgroup_root_mode(j->cg) == CGROUP_V2;
-        m.n_cgroup_procs = m.cgroup_dirfd ? 0 : cg_fds;
-        int r = channel_send(z->sock, &m, sizeof(m), fds, n_fds);
+        int fds[ZYGOTE_SPAWN_MAX_FDS];
+        size_t n = zygote_fds_encode(f, &m, fds);
+        int r = channel_send(z->sock, &m, sizeof(m), fds, n);
         if (r < 0)
                 return r;
         z->runs++;
