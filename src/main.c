@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "base/version.h"
 #include "daemon/daemon.h"
 #include "daemon/http_exec.h"
 

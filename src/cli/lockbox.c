@@ -10,7 +10,7 @@
 
 #include "base/util.h"
 #include "cli/cli.h"
-#include "daemon/daemon.h"
+#include "base/version.h"
 
 #define DEFAULT_SERVER "http://127.0.0.1:8194"
 #define DEFAULT_KEY "dify-sandbox"

@@ -15,7 +15,7 @@
 
 #include "base/strbuf.h"
 #include "base/util.h"
-#include "daemon/daemon.h"
+#include "base/version.h"
 #include "ipc/proto.h"
 #include "ipc/stats.h"
 
