@@ -60,7 +60,7 @@ ifneq ($(SAN),)
 endif
 
 .PHONY: all deps run test unit integration integration-cold attacks attacks-cold clean \
-        format format-check fuzz fuzz-smoke fuzz-regressions
+        format format-check fuzz fuzz-smoke fuzz-regressions layers check
 
 all: $(BUILD)/lockboxd $(BUILD)/lockbox $(BUILD)/lockbox-pyzygote
 
@@ -119,7 +119,14 @@ attacks-cold: all
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
 
-test: format-check unit integration integration-cold attacks attacks-cold fuzz-smoke
+# No circle between source files: for each object, the objects defining
+# the symbols it uses (scripts/check-layers, with nm).
+layers: $(LIB_OBJS) $(CLI_OBJS) $(ZYG_OBJS) $(BUILD)/src/main.o
+	$(PYTHON) scripts/check-layers $^
+
+check: unit layers
+
+test: format-check layers unit integration integration-cold attacks attacks-cold fuzz-smoke
 
 # libFuzzer targets (tests/fuzz/), always built with clang, ASan and UBSan
 # whatever SAN says; each links only the src/ files it exercises, compiled
