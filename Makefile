@@ -122,7 +122,7 @@ attacks-cold: all
 # No circle between source files: for each object, the objects defining
 # the symbols it uses (scripts/check-layers, with nm).
 layers: $(LIB_OBJS) $(CLI_OBJS) $(ZYG_OBJS) $(BUILD)/src/main.o
-	$(PYTHON) scripts/check-layers $^
+	@$(PYTHON) scripts/check-layers $^
 
 check: unit layers
 
