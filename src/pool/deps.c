@@ -299,7 +299,8 @@ static int switch_to(struct jailer *j, const char *name, uint64_t hash)
         d->have_hash = true;
         collect(d);
         /* armed Python runs have the old layer bound: new runs get the new one */
-        warm_drain(j, LANG_PYTHON3);
+        if (j->layer_switched)
+                j->layer_switched(j); /* armed runs hold the old one */
         return 0;
 }
 
@@ -540,6 +541,9 @@ static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
         return 0;
 }
 
+static void on_output_event(void *data, uint32_t events);
+static void on_exit_event(void *data, uint32_t events);
+
 static int start_pip(struct jailer *j, const struct strbuf *reqs)
 {
         struct deps *d = j->deps;
@@ -562,10 +566,10 @@ static int start_pip(struct jailer *j, const struct strbuf *reqs)
         strbuf_init(&d->log, PIP_LOG_MAX);
         d->job_started_ms = monotonic_ms();
         d->timed_out = false;
-        d->w_out = (struct watch){.kind = W_DEPS_OUT};
-        d->w_exit = (struct watch){.kind = W_DEPS_EXIT};
-        if ((r = jailer_watch(j, d->out, &d->w_out)) < 0 ||
-            (r = jailer_watch(j, d->pidfd, &d->w_exit)) < 0)
+        d->w_out = (struct watch){.fn = on_output_event, .data = j};
+        d->w_exit = (struct watch){.fn = on_exit_event, .data = j};
+        if ((r = loop_watch(j->loop, d->out, &d->w_out)) < 0 ||
+            (r = loop_watch(j->loop, d->pidfd, &d->w_exit)) < 0)
                 kill(pid, SIGKILL);
         log_info(NULL, "deps.installing", "pid=%d", (int)pid);
         return r;
@@ -628,7 +632,7 @@ static void begin(struct jailer *j, bool force)
         write_status(j);
 }
 
-void deps_on_output(struct jailer *j)
+static void deps_on_output(struct jailer *j)
 {
         struct deps *d = j->deps;
         char buf[4096];
@@ -643,12 +647,12 @@ void deps_on_output(struct jailer *j)
                 }
         }
         if (n == 0) {
-                jailer_unwatch(j, d->out);
+                loop_unwatch(j->loop, d->out);
                 d->out = safe_close(d->out);
         }
 }
 
-void deps_on_exit(struct jailer *j)
+static void deps_on_exit(struct jailer *j)
 {
         struct deps *d = j->deps;
         int status = 0;
@@ -656,7 +660,7 @@ void deps_on_exit(struct jailer *j)
                 return;
         if (d->out >= 0)
                 deps_on_output(j);
-        jailer_unwatch(j, d->pidfd);
+        loop_unwatch(j->loop, d->pidfd);
         d->pidfd = safe_close(d->pidfd);
         d->out = safe_close(d->out);
         d->pid = 0;
@@ -666,6 +670,16 @@ void deps_on_exit(struct jailer *j)
                 d->force_again = false;
                 begin(j, true);
         }
+}
+
+static void on_output_event(void *data, uint32_t events)
+{
+        deps_on_output(data);
+}
+
+static void on_exit_event(void *data, uint32_t events)
+{
+        deps_on_exit(data);
 }
 
 bool deps_owns(const struct jailer *j, pid_t pid)

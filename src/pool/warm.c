@@ -48,6 +48,7 @@ struct pool {
 };
 
 struct zygote {
+        struct jailer *j;
         pid_t pid;
         int pidfd, sock;
         bool ready, disabled;
@@ -80,7 +81,7 @@ static int pool_add(struct jailer *j, struct lang_slot *slot, int target)
         if (!slot->rt || target <= 0)
                 return 0;
         for (int net = 0; net <= 1; net++) {
-                if (net && !jailer_network_usable(j))
+                if (net && !run_network_usable(j))
                         continue; /* refused, with the reason, until fixed */
                 struct pool *p = calloc(1, sizeof(*p));
                 if (!p)
@@ -138,16 +139,7 @@ struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network)
         return NULL;
 }
 
-/* A run stopped on purpose before it served anything: detached from its
- * pool, so its exit is neither a pool failure nor worth an error line. */
-static void retire(struct run *run)
-{
-        run->pool = NULL;
-        run->retired = true;
-        run_kill(run, REASON_NONE);
-}
-
-void warm_on_armed(struct jailer *j, struct run *run)
+static void pool_on_armed(struct jailer *j, struct run *run)
 {
         struct pool *p = run->pool;
         if (p)
@@ -155,7 +147,7 @@ void warm_on_armed(struct jailer *j, struct run *run)
         /* a request that went away meanwhile, or a dependency layer replaced
          * while it started: not worth keeping */
         if (!p || (run->slot->rt->lang == LANG_PYTHON3 && !deps_layer_is_current(j, run->layer))) {
-                retire(run);
+                run_retire(run);
                 return;
         }
         p->armed++;
@@ -179,13 +171,13 @@ void warm_drain(struct jailer *j, int lang)
                 while (run) {
                         struct run *next = run->pool_next;
                         run->pool_next = NULL;
-                        retire(run);
+                        run_retire(run);
                         run = next;
                 }
         }
 }
 
-void warm_on_gone(struct jailer *j, struct run *run)
+static void pool_on_gone(struct jailer *j, struct run *run)
 {
         struct pool *p = run->pool;
         if (!p)
@@ -206,6 +198,9 @@ void warm_on_gone(struct jailer *j, struct run *run)
                 p->tail = prev;
         p->armed--;
 }
+
+/* What a pool's runs tell it. */
+static const struct run_owner pool_owner = {.armed = pool_on_armed, .gone = pool_on_gone};
 
 /* Whether the UID range leaves any UID for armed runs at all. */
 static bool can_arm(const struct jailer *j)
@@ -254,6 +249,8 @@ static bool refill_now(const struct jailer *j, const struct pool *p)
         return !(j->n_active > 0 && p->armed > 0);
 }
 
+static bool zygote_up(const struct jailer *j);
+
 static void pool_refill(struct jailer *j, struct pool *p)
 {
         while (p->active && p->armed + p->spawning < p->target &&
@@ -261,7 +258,8 @@ static void pool_refill(struct jailer *j, struct pool *p)
                 if (p->slot->zygote && !zygote_up(j))
                         return; /* armed Python comes from the zygote only */
                 char err[200] = "";
-                int r = run_create(j, p->slot, p->network, p, -1, NULL, err, sizeof(err));
+                int r =
+                    run_create(j, p->slot, p->network, &pool_owner, p, -1, NULL, err, sizeof(err));
                 if (r == -EAGAIN)
                         return; /* every UID is busy: requests first */
                 if (r < 0) {
@@ -287,7 +285,7 @@ void warm_refill(struct jailer *j)
 
 /* ---- the zygote ------------------------------------------------------------- */
 
-bool zygote_up(const struct jailer *j)
+static bool zygote_up(const struct jailer *j)
 {
         return j->zygote && j->zygote->ready;
 }
@@ -400,8 +398,12 @@ static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, in
         _exit(127);
 }
 
+static void zygote_on_message(void *data, uint32_t events);
+static void zygote_on_exit(void *data, uint32_t events);
+
 static int zygote_start(struct jailer *j, struct zygote *z)
 {
+        z->j = j;
         int sv[2] = {-1, -1}, f0 = filter_memfd(&j->langs[LANG_PYTHON3].filter[0]);
         int f1 = filter_memfd(&j->langs[LANG_PYTHON3].filter[1]);
         _cleanup_free_ char **argv = zygote_argv(j);
@@ -429,10 +431,10 @@ static int zygote_start(struct jailer *j, struct zygote *z)
         }
         z->pid = pid;
         z->sock = sv[0];
-        z->w_sock = (struct watch){.kind = W_ZYGOTE, .zygote = z};
-        z->w_exit = (struct watch){.kind = W_ZYGOTE_EXIT, .zygote = z};
-        if ((r = jailer_watch(j, z->sock, &z->w_sock)) < 0 ||
-            (r = jailer_watch(j, z->pidfd, &z->w_exit)) < 0) {
+        z->w_sock = (struct watch){.fn = zygote_on_message, .data = z};
+        z->w_exit = (struct watch){.fn = zygote_on_exit, .data = z};
+        if ((r = loop_watch(j->loop, z->sock, &z->w_sock)) < 0 ||
+            (r = loop_watch(j->loop, z->pidfd, &z->w_exit)) < 0) {
                 zygote_kill(z);
                 return r;
         }
@@ -440,8 +442,8 @@ static int zygote_start(struct jailer *j, struct zygote *z)
         return 0;
 }
 
-int zygote_spawn(struct jailer *j, struct run *run, const struct zygote_fds *f,
-                 const struct run_limits *limits)
+static int zygote_spawn(struct jailer *j, struct run *run, const struct zygote_fds *f,
+                        const struct run_limits *limits)
 {
         struct zygote *z = j->zygote;
         if (!zygote_up(j))
@@ -503,8 +505,7 @@ static void on_spawned(struct jailer *j, struct zygote *z, const struct zygote_r
         /* Our child now (CLONE_PARENT): a zombie until we reap it, so the
          * pid cannot be reused before pidfd_open. */
         run->pidfd = (int)syscall(SYS_pidfd_open, run->pid, 0);
-        run->w_pidfd = (struct watch){.kind = W_PIDFD, .run = run};
-        if (run->pidfd < 0 || jailer_watch(j, run->pidfd, &run->w_pidfd) < 0) {
+        if (run->pidfd < 0 || run_watch_exit(j, run) < 0) {
                 kill(run->pid, SIGKILL);
                 snprintf(run->failure, sizeof(run->failure), "pidfd: %s", strerror(errno));
                 return;
@@ -572,8 +573,10 @@ static void zygote_promote(struct jailer *j)
                 zygote_kill(old);
 }
 
-void zygote_on_message(struct jailer *j, struct zygote *z)
+static void zygote_on_message(void *data, uint32_t events)
 {
+        struct zygote *z = data;
+        struct jailer *j = z->j;
         while (z->sock >= 0) { /* it may have died earlier in this batch */
                 struct zygote_reply m;
                 int fd;
@@ -582,7 +585,7 @@ void zygote_on_message(struct jailer *j, struct zygote *z)
                 if (r == -EAGAIN)
                         return;
                 if (r == 0) { /* EOF: its exit is handled through the pidfd */
-                        jailer_unwatch(j, z->sock);
+                        loop_unwatch(j->loop, z->sock);
                         return;
                 }
                 if (r < 0 || m.magic != ZYGOTE_MAGIC) {
@@ -613,12 +616,13 @@ static void rescue_pending(struct jailer *j, struct zygote *z)
                 char trace[PROTO_TRACE_LEN + 1], err[200] = "";
                 snprintf(trace, sizeof(trace), "%s", run->trace);
                 if (chan >= 0)
-                        jailer_unwatch(j, chan);
+                        loop_unwatch(j->loop, chan);
                 snprintf(run->failure, sizeof(run->failure), "the zygote died");
                 run_on_exit(j, run);
                 if (chan < 0)
                         continue;
-                int r = run_create(j, run->slot, run->network, NULL, chan, trace, err, sizeof(err));
+                int r = run_create(j, run->slot, run->network, NULL, NULL, chan, trace, err,
+                                   sizeof(err));
                 if (r < 0) {
                         run_refuse(
                             chan, r == -EAGAIN ? RUN_STATUS_NO_IDENTITY : RUN_STATUS_INTERNAL, err);
@@ -627,12 +631,14 @@ static void rescue_pending(struct jailer *j, struct zygote *z)
         }
 }
 
-void zygote_on_exit(struct jailer *j, struct zygote *z)
+static void zygote_on_exit(void *data, uint32_t events)
 {
+        struct zygote *z = data;
+        struct jailer *j = z->j;
         int status = 0;
         if (RETRY_EINTR(waitpid(z->pid, &status, WNOHANG)) <= 0)
                 return;
-        jailer_unwatch(j, z->pidfd);
+        loop_unwatch(j->loop, z->pidfd);
         z->pidfd = safe_close(z->pidfd);
         z->sock = safe_close(z->sock);
         bool was_ready = z->ready;
@@ -737,6 +743,10 @@ static int find_binary(char *buf, size_t size)
         return access(buf, X_OK) < 0 ? -errno : 0;
 }
 
+/* The zygote as a way of spawning runs (run.c). */
+static const struct run_spawner zygote_spawner = {
+    .up = zygote_up, .spawn = zygote_spawn, .hung = warm_stop};
+
 int warm_init(struct jailer *j, char *err, size_t errlen)
 {
         const struct config *c = j->cfg;
@@ -760,6 +770,7 @@ int warm_init(struct jailer *j, char *err, size_t errlen)
                 return 0;
         }
         j->langs[LANG_PYTHON3].zygote = true;
+        j->spawner = &zygote_spawner;
         zygote_start(j, j->zygote); /* a failed start is retried on the tick */
         return 0;
 }
