@@ -262,7 +262,7 @@ static void answer_waiters(struct deps *d)
         d->n_waiters = 0;
 }
 
-static void finish(struct jailer *j, bool ok, const char *message)
+static void install_done(struct jailer *j, bool ok, const char *message)
 {
         struct deps *d = j->deps;
         d->attempted = true;
@@ -322,7 +322,7 @@ static void on_pip_done(struct jailer *j, int status)
                 snprintf(msg, sizeof(msg), "pip %s: %s", why, len > 900 ? tail + len - 900 : tail);
                 if (staging)
                         remove_tree(d, name);
-                finish(j, false, msg);
+                install_done(j, false, msg);
                 return;
         }
         char home[300];
@@ -336,12 +336,12 @@ static void on_pip_done(struct jailer *j, int status)
         if (r < 0 || !(inst = scan_installed(staging)) || switch_to(j, name, d->job_hash) < 0) {
                 json_decref(inst);
                 remove_tree(d, name);
-                finish(j, false, "could not seal or switch to the new layer");
+                install_done(j, false, "could not seal or switch to the new layer");
                 return;
         }
         json_decref(d->installed);
         d->installed = inst;
-        finish(j, true, "");
+        install_done(j, true, "");
 }
 
 /* Options pip_argv() adds to the fixed ones: at most --only-binary and
@@ -576,7 +576,7 @@ static int start_pip(struct jailer *j, const struct strbuf *reqs)
 }
 
 /* Check the requirements and install if asked (force) or needed. */
-static void begin(struct jailer *j, bool force)
+static void check_and_install(struct jailer *j, bool force)
 {
         struct deps *d = j->deps;
         if (d->pid > 0) {
@@ -593,7 +593,7 @@ static void begin(struct jailer *j, bool force)
                 char msg[256];
                 snprintf(msg, sizeof(msg), "cannot read %s: %s", j->cfg->python_requirements,
                          strerror(-r));
-                finish(j, false, msg);
+                install_done(j, false, msg);
                 return;
         }
         const struct config *c = j->cfg;
@@ -606,7 +606,7 @@ static void begin(struct jailer *j, bool force)
                  * by an earlier life of the service): nothing to do */
                 strbuf_free(&reqs);
                 if (!d->attempted)
-                        finish(j, true, "");
+                        install_done(j, true, "");
                 return;
         }
         d->job_hash = h;
@@ -616,7 +616,7 @@ static void begin(struct jailer *j, bool force)
                 json_decref(d->installed);
                 d->installed = json_array();
                 switch_to(j, NULL, h);
-                finish(j, true, "");
+                install_done(j, true, "");
                 return;
         }
         r = start_pip(j, &reqs);
@@ -627,7 +627,7 @@ static void begin(struct jailer *j, bool force)
                 if (d->staging)
                         remove_tree(d, strrchr(d->staging, '/') + 1);
                 free(TAKE_PTR(d->staging));
-                finish(j, false, msg);
+                install_done(j, false, msg);
         }
         write_status(j);
 }
@@ -668,7 +668,7 @@ static void deps_on_exit(struct jailer *j)
         strbuf_free(&d->log);
         if (d->force_again) {
                 d->force_again = false;
-                begin(j, true);
+                check_and_install(j, true);
         }
 }
 
@@ -703,7 +703,7 @@ void deps_on_tick(struct jailer *j)
         time_t now = time(NULL);
         if (!d->attempted || (j->cfg->python_deps_update_interval > 0 && now >= d->next_check)) {
                 d->next_check = now + j->cfg->python_deps_update_interval;
-                begin(j, false);
+                check_and_install(j, false);
         }
 }
 
@@ -721,7 +721,7 @@ void deps_request(struct jailer *j, int chan)
         if (d->pid > 0)
                 d->force_again = true; /* after the one running, one with today's file */
         else
-                begin(j, true);
+                check_and_install(j, true);
 }
 
 /* What status.json says `current` was built from, if it is about the
