@@ -46,7 +46,7 @@ endif
 
 LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
                      src/ipc/*.c src/jail/*.c src/runtime/*.c \
-                     src/pool/*.c src/daemon/*.c src/net/*.c))
+                     src/jailer/*.c src/deps/*.c src/daemon/*.c src/net/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)
@@ -148,7 +148,7 @@ FUZZ_SRCS_fuzz_headers      := src/base/trace.c src/http/request.c src/base/utf8
 FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c src/base/netaddr.c \
                                src/base/file.c \
                                src/base/strbuf.c src/base/utf8.c
-FUZZ_SRCS_fuzz_deps         := src/pool/deps_text.c
+FUZZ_SRCS_fuzz_deps         := src/deps/deps_text.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
 # Runs every seed and committed crash input of target $$t once (libFuzzer
 # runs the files named on its command line); the log is shown on failure.

@@ -34,7 +34,7 @@
 #include "jail/policy.h"
 #include "jail/uidclaim.h"
 #include "net/net.h"
-#include "pool/jailer.h"
+#include "jailer/jailer.h"
 
 static int open_listener(const char *addr, int port, const char *what, int *ret, char *err,
                          size_t errlen)

@@ -1,4 +1,4 @@
-/* Unit tests for pool/deps_tree.c: root seals and removes a tree another
+/* Unit tests for deps/deps_tree.c: root seals and removes a tree another
  * account wrote, through descriptors only. The account (nobody, 65534)
  * plants symlinks to a canary, also while a seal or a removal runs; the
  * canary never changes. Needs root (as the whole suite does). */
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pool/deps_tree.h"
+#include "deps/deps_tree.h"
 #include "test.h"
 
 /* chown that must work (the test is root); a failure aborts the case */

@@ -33,8 +33,8 @@
 #include "ipc/zygote_proto.h"
 #include "jail/cgroup.h"
 #include "jail/uidpool.h"
-#include "pool/deps.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "jailer/internal.h"
 #include "runtime/runtime.h"
 
 struct pool {

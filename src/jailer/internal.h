@@ -1,6 +1,9 @@
-/* Shared state of the jailer's pieces: the event loop (jailer.c), the life
- * of one run (run.c) and warm execution (warm.c: pools of armed processes
- * and the Python zygote). Private to src/pool/. */
+/* src/jailer/: the jailer's pieces, one direction loop.c <- run.c <-
+ * warm.c <- jailer.c. The event loop (loop.c), the life of one run (run.c,
+ * using the dependency layer of src/deps/), warm execution (warm.c: pools
+ * of armed processes and the Python zygote) and the jailer that wires them
+ * (jailer.c). Private to src/jailer/ and src/deps/deps.c (whose state
+ * hangs off struct jailer). */
 #pragma once
 
 #include <linux/seccomp.h>
@@ -11,7 +14,7 @@
 
 #include "ipc/proto.h"
 #include "jail/policy.h"
-#include "pool/loop.h"
+#include "jailer/loop.h"
 
 struct config;
 struct cgroup_root;

@@ -39,9 +39,9 @@
 #include "config/config.h"
 #include "ipc/channel.h"
 #include "ipc/proto.h"
-#include "pool/deps.h"
-#include "pool/deps_tree.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "deps/deps_tree.h"
+#include "jailer/internal.h"
 
 #define REQUIREMENTS_MAX (1 << 20)
 #define PIP_LOG_MAX (64 * 1024)

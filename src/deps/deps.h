@@ -1,4 +1,5 @@
-/* The Python dependency layer, managed by the jailer (see deps.c). */
+/* src/deps/: the Python dependency layer, installed by pip and managed by
+ * the jailer (see deps.c); runs bind it (jailer/run.c). */
 #pragma once
 
 #include <stdbool.h>

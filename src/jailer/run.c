@@ -32,8 +32,8 @@
 #include "jail/jail.h"
 #include "jail/uidpool.h"
 #include "net/net.h"
-#include "pool/deps.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "jailer/internal.h"
 #include "runtime/runtime.h"
 
 /* A child that has not finished its lock sequence by then is stuck. */

@@ -1,9 +1,12 @@
-/* The jailer loop (see jailer.h). One epoll set holds the control socket,
- * a signalfd, the HTTP process's pidfd, a one-second tick for retries and,
- * per run, its channel, pidfd, timerfd, sync socket and seccomp listener
- * (run.c), plus the zygote's socket and pidfd (warm.c). Handlers only mark
- * a run finished; finished runs are freed after the batch. */
-#include "pool/jailer.h"
+/* The jailer (see jailer.h), in src/jailer/ with its runs and pools. Its
+ * event loop (loop.c) watches the control socket, a signalfd, the HTTP
+ * process's pidfd, a one-second tick for retries and, each with its own
+ * callback, per run its channel, pidfd, timerfd, sync socket and seccomp
+ * listener (run.c), the zygote's socket and pidfd (warm.c) and pip's
+ * (src/deps/). jailer.c wires them: the pools to the dependency layer's
+ * switches. Handlers only mark a run finished; finished runs are freed
+ * after the batch. */
+#include "jailer/jailer.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,8 +38,8 @@
 #include "jail/cgroup.h"
 #include "jail/policy.h"
 #include "jail/uidpool.h"
-#include "pool/deps.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "jailer/internal.h"
 #include "runtime/runtime.h"
 
 /* ---- start-up ---------------------------------------------------------- */
