@@ -24,7 +24,7 @@ ZYG_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags python3-embed
              -DLOCKBOX_PYTHON_EXECUTABLE='"$(shell readlink -f $(PYTHON))"'
 ZYG_LIBS   = $(shell pkg-config --libs python3-embed) $(LIBS)
 
-WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-truncation \
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 \
             -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
             -Wwrite-strings -Wundef -Wvla -Wnull-dereference \
             -Wimplicit-fallthrough -Wno-unused-parameter

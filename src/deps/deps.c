@@ -122,11 +122,13 @@ static json_t *scan_installed(const char *dir)
                 char path[4096], name[256], version[128];
                 struct strbuf sb;
                 struct stat st;
-                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-                if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+                if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+                        sizeof(path) ||
+                    lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                         continue; /* not through a symlink */
-                snprintf(path, sizeof(path), "%s/%s/METADATA", dir, de->d_name);
-                if (file_read(path, O_NOFOLLOW, 1 << 20, &sb) < 0) /* pip's files: untrusted */
+                if ((size_t)snprintf(path, sizeof(path), "%s/%s/METADATA", dir, de->d_name) >=
+                        sizeof(path) ||
+                    file_read(path, O_NOFOLLOW, 1 << 20, &sb) < 0) /* pip's files: untrusted */
                         continue;
                 if (deps_parse_metadata(sb.data ? sb.data : "", name, sizeof(name), version,
                                         sizeof(version)) == 0)
@@ -170,8 +172,8 @@ static void write_status(struct jailer *j)
                                "time", when, "message", d->message, "dependencies", d->installed,
                                "layer", d->current ? d->current->name : NULL, "hash", hash);
         char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", d->status_path);
-        if (!st || json_dump_file(st, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0644) < 0 ||
+        if (!st || (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", d->status_path) >= sizeof(tmp) ||
+            json_dump_file(st, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0644) < 0 ||
             rename(tmp, d->status_path) < 0)
                 log_error(NULL, "deps.status_failed", "path=%s", log_q(d->status_path));
         json_decref(st);
@@ -283,12 +285,13 @@ static void install_done(struct jailer *j, bool ok, const char *message)
 static int switch_to(struct jailer *j, const char *name, uint64_t hash)
 {
         struct deps *d = j->deps;
+        char link[4096], tmp[4096];
+        if ((size_t)snprintf(link, sizeof(link), "%s/current", d->dir) >= sizeof(link) ||
+            (size_t)snprintf(tmp, sizeof(tmp), "%s/current.tmp", d->dir) >= sizeof(tmp))
+                return -ENAMETOOLONG;
         struct layer *l = name ? layer_new(d, name) : NULL;
         if (name && !l)
                 return -ENOMEM;
-        char link[4096], tmp[4096];
-        snprintf(link, sizeof(link), "%s/current", d->dir);
-        snprintf(tmp, sizeof(tmp), "%s/current.tmp", d->dir);
         unlink(tmp);
         if (name && (symlink(name, tmp) < 0 || rename(tmp, link) < 0))
                 return -errno;
@@ -300,7 +303,7 @@ static int switch_to(struct jailer *j, const char *name, uint64_t hash)
         collect(d);
         /* armed Python runs have the old layer bound: new runs get the new one */
         if (j->layer_switched)
-                j->layer_switched(j); /* armed runs hold the old one */
+                j->layer_switched(j);
         return 0;
 }
 
@@ -326,8 +329,8 @@ static void on_pip_done(struct jailer *j, int status)
                 return;
         }
         char home[300];
-        snprintf(home, sizeof(home), "%s/.home", name);
-        remove_tree(d, home);
+        if ((size_t)snprintf(home, sizeof(home), "%s/.home", name) < sizeof(home))
+                remove_tree(d, home);
         json_t *inst = NULL;
         int r = deps_tree_seal(d->dirfd, name, d->uid);
         if (r < 0)
@@ -382,11 +385,13 @@ static char **pip_argv(const struct config *c, const char *staging)
                 /* an http:// mirror works without more flags */
                 if (strncmp(c->python_pip_mirror_url, "http://", 7) == 0) {
                         static char host[256];
-                        snprintf(host, sizeof(host), "%.*s",
-                                 (int)strcspn(c->python_pip_mirror_url + 7, "/:@"),
-                                 c->python_pip_mirror_url + 7);
-                        v[n++] = (char *)"--trusted-host";
-                        v[n++] = host;
+                        int len = (int)strcspn(c->python_pip_mirror_url + 7, "/:@");
+                        /* a host name is at most 253 bytes: else pip says what is wrong */
+                        if ((size_t)snprintf(host, sizeof(host), "%.*s", len,
+                                             c->python_pip_mirror_url + 7) < sizeof(host)) {
+                                v[n++] = (char *)"--trusted-host";
+                                v[n++] = host;
+                        }
                 }
         }
         return v;
@@ -424,8 +429,9 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         /* pip's temporary files go into its HOME, in the staging tree: a
          * killed install leaves nothing in the host's /tmp */
         char home[4096], tmp[4096];
-        snprintf(home, sizeof(home), "HOME=%s/.home", staging);
-        snprintf(tmp, sizeof(tmp), "TMPDIR=%s/.home", staging);
+        if ((size_t)snprintf(home, sizeof(home), "HOME=%s/.home", staging) >= sizeof(home) ||
+            (size_t)snprintf(tmp, sizeof(tmp), "TMPDIR=%s/.home", staging) >= sizeof(tmp))
+                _exit(126);
         size_t n_environ = 0;
         for (char **e = environ; e && *e; e++)
                 n_environ++;
@@ -438,10 +444,18 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         envp[ne++] = home;
         envp[ne++] = tmp;
         char hp[600], sp[600];
-        if (*c->proxy_http && snprintf(hp, sizeof(hp), "HTTP_PROXY=%s", c->proxy_http) > 0)
+        /* a proxy that does not fit is no reason to go around it */
+        if (*c->proxy_http) {
+                if ((size_t)snprintf(hp, sizeof(hp), "HTTP_PROXY=%s", c->proxy_http) >= sizeof(hp))
+                        _exit(126);
                 envp[ne++] = hp;
-        if (*c->proxy_https && snprintf(sp, sizeof(sp), "HTTPS_PROXY=%s", c->proxy_https) > 0)
+        }
+        if (*c->proxy_https) {
+                if ((size_t)snprintf(sp, sizeof(sp), "HTTPS_PROXY=%s", c->proxy_https) >=
+                    sizeof(sp))
+                        _exit(126);
                 envp[ne++] = sp;
+        }
         for (char **e = environ; e && *e; e++)
                 if (passed_to_pip(*e))
                         envp[ne++] = *e;
@@ -748,8 +762,9 @@ static void adopt_hash(struct deps *d)
 static void adopt(struct deps *d)
 {
         char link[4096], target[256];
-        snprintf(link, sizeof(link), "%s/current", d->dir);
-        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        ssize_t n = -1;
+        if ((size_t)snprintf(link, sizeof(link), "%s/current", d->dir) < sizeof(link))
+                n = readlink(link, target, sizeof(target) - 1);
         if (n > 0 && (target[n] = '\0', strncmp(target, "layer-", 6) == 0 && !strchr(target, '/')))
                 d->current = layer_new(d, target);
         if (d->current) {

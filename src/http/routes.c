@@ -160,7 +160,9 @@ static bool python_language(const struct http_call *c, struct http_reply *ret)
 static json_t *read_status(const struct http_state *st)
 {
         char path[4096];
-        snprintf(path, sizeof(path), "%s/status.json", st->cfg->layer_dir);
+        if ((size_t)snprintf(path, sizeof(path), "%s/status.json", st->cfg->layer_dir) >=
+            sizeof(path))
+                return NULL;
         return json_load_file(path, 0, NULL);
 }
 

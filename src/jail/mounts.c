@@ -274,7 +274,9 @@ static int make_dev(void)
 static int bind_generated(const char *dir, const char *target, const char *text)
 {
         char src[PATH_MAX];
-        snprintf(src, sizeof(src), "%s/.lockbox-%ld", dir, (long)getpid());
+        if ((size_t)snprintf(src, sizeof(src), "%s/.lockbox-%ld", dir, (long)getpid()) >=
+            sizeof(src))
+                return -ENAMETOOLONG;
         int r = write_text(src, text, 0444);
         if (r == 0 && mount(src, target, NULL, MS_BIND, NULL) < 0)
                 r = -errno;
@@ -316,9 +318,12 @@ static int attach_tree(int tree, const char *target)
 int jail_run_mounts(const char *base, const struct jail_spec *s)
 {
         char opts[128], path[PATH_MAX];
-        snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=%d,mode=0700,uid=%u,gid=%u",
-                 (long long)s->limits.tmp_bytes, s->limits.tmp_inodes, (unsigned)s->uid,
-                 (unsigned)s->gid);
+        /* base is the run's root (a constant) or "": the paths always fit */
+        if ((size_t)snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=%d,mode=0700,uid=%u,gid=%u",
+                             (long long)s->limits.tmp_bytes, s->limits.tmp_inodes, (unsigned)s->uid,
+                             (unsigned)s->gid) >= sizeof(opts) ||
+            strlen(base) + sizeof(JAIL_DEPS_PATH) > sizeof(path))
+                return -ENAMETOOLONG;
         snprintf(path, sizeof(path), "%s/tmp", base);
         if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
                 return -errno;

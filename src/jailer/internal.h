@@ -111,7 +111,7 @@ struct jailer {
         /* the dependency layer changed: runs holding the old one are stale */
         void (*layer_switched)(struct jailer *j);
         char *resolv_conf;   /* the runs' /etc/resolv.conf with network, or NULL */
-        char net_error[320]; /* why runs with network are refused, or "" */
+        char net_error[512]; /* why runs with network are refused, or "" */
         bool net_dirty;      /* a run with network ended since counters were read */
         char **env[2];
         struct loop *loop;

@@ -346,7 +346,7 @@ static void serve_pending(struct jailer *j)
 static void serve(struct jailer *j, struct proto_run *m, int chan)
 {
         struct lang_slot *slot = &j->langs[m->language];
-        char msg[320] = "";
+        char msg[sizeof(j->net_error)] = "";
         enum run_status refusal = RUN_STATUS_INTERNAL;
         if (wait_for_dying(j, m, chan))
                 return;

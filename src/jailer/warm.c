@@ -739,7 +739,8 @@ static int find_binary(char *buf, size_t size)
         if (n < 0)
                 return -errno;
         self[n] = '\0';
-        snprintf(buf, size, "%s/lockbox-pyzygote", dirname(self));
+        if ((size_t)snprintf(buf, size, "%s/lockbox-pyzygote", dirname(self)) >= size)
+                return -ENAMETOOLONG;
         return access(buf, X_OK) < 0 ? -errno : 0;
 }
 

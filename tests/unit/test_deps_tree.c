@@ -51,9 +51,10 @@ static void scene_make(struct scene *s)
 
 static void scene_free(struct scene *s)
 {
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s", s->root, s->canary, s->cdir);
-        if (system(cmd) != 0)
+        char cmd[512];
+        if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s", s->root, s->canary, s->cdir) >=
+                sizeof(cmd) ||
+            system(cmd) != 0)
                 fprintf(stderr, "cleanup failed\n");
         close(s->rootfd);
 }
