@@ -1,8 +1,10 @@
 # lockbox build: `make` builds build/lockboxd, build/lockbox-pyzygote (its
-# warm Python template) and build/lockbox (the client), `make test`
-# runs the unit and integration suites and a short fuzzing smoke run,
-# `make run` starts the daemon on conf/config.yaml. SAN=address,undefined
-# builds everything with sanitizers. `make fuzz` builds the libFuzzer
+# warm Python template) and build/lockbox (the client), `make check` runs
+# the unit tests and the layer check (no circle between source files) in
+# seconds, `make test` adds the format check, the integration and attack
+# suites and a short fuzzing smoke run, `make run` starts the daemon on
+# conf/config.yaml. SAN=address,undefined builds everything with
+# sanitizers, on top of the given CFLAGS. `make fuzz` builds the libFuzzer
 # targets (clang) into build/fuzz/; docs/TESTING.md says how to use them.
 
 CC       ?= cc
@@ -30,19 +32,23 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 \
             -Wimplicit-fallthrough -Wno-unused-parameter
 HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection \
             -fPIE -fcf-protection
-CFLAGS   ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) -Isrc $(PKG_CFLAGS) -MMD -MP
-LDFLAGS  ?=
-ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack $(LDFLAGS)
-LIBS     = $(PKG_LIBS) -lpthread
 
 ifneq ($(SAN),)
   # Sanitizer builds: _FORTIFY_SOURCE conflicts with ASan's interceptors.
+  # The sanitizer flags come on top of the user's CFLAGS and LDFLAGS (whose
+  # default is then -O1 -g), never instead of them.
   HARDEN := -fstack-protector-strong -fPIE
-  CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SAN) -fno-sanitize-recover=all
-  LDFLAGS += -fsanitize=$(SAN)
+  CFLAGS ?= -O1 -g
+  SAN_CFLAGS := -fno-omit-frame-pointer -fsanitize=$(SAN) -fno-sanitize-recover=all
+  SAN_LDFLAGS := -fsanitize=$(SAN)
   BUILD := build/san
 endif
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) $(SAN_CFLAGS) -Isrc $(PKG_CFLAGS) \
+             -MMD -MP
+LDFLAGS  ?=
+ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack $(LDFLAGS) $(SAN_LDFLAGS)
+LIBS     = $(PKG_LIBS) -lpthread
 
 LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
                      src/ipc/*.c src/jail/*.c src/runtime/*.c \
@@ -124,6 +130,8 @@ attacks-cold: all
 layers: $(LIB_OBJS) $(CLI_OBJS) $(ZYG_OBJS) $(BUILD)/src/main.o
 	@$(PYTHON) scripts/check-layers $^
 
+# The quick checks: unit tests and layers (the unit tests run as root:
+# some cases need namespaces, cgroups or chown).
 check: unit layers
 
 test: format-check layers unit integration integration-cold attacks attacks-cold fuzz-smoke
