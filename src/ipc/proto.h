@@ -82,8 +82,10 @@ struct proto_started {
         uint32_t warm; /* 1: the process was waiting in a pool */
 };
 
-/* jailer -> HTTP on the run channel, sent once every process of the run is
- * gone and its cgroups, mounts and UID are released. */
+/* jailer -> HTTP on the run channel, sent once the program has ended: at
+ * its exit report (what is left of the run is SIGKILLed then, and its UID,
+ * cgroup and layer stay held until it is reaped), else when its process is
+ * gone. */
 struct proto_result {
         struct proto_header hdr;
         uint32_t status; /* enum run_status */
