@@ -1,8 +1,10 @@
 # lockbox build: `make` builds build/lockboxd, build/lockbox-pyzygote (its
-# warm Python template) and build/lockbox (the client), `make test`
-# runs the unit and integration suites and a short fuzzing smoke run,
-# `make run` starts the daemon on conf/config.yaml. SAN=address,undefined
-# builds everything with sanitizers. `make fuzz` builds the libFuzzer
+# warm Python template) and build/lockbox (the client), `make check` runs
+# the unit tests and the layer check (no circle between source files) in
+# seconds, `make test` adds the format check, the integration and attack
+# suites and a short fuzzing smoke run, `make run` starts the daemon on
+# conf/config.yaml. SAN=address,undefined builds everything with
+# sanitizers, on top of the given CFLAGS. `make fuzz` builds the libFuzzer
 # targets (clang) into build/fuzz/; docs/TESTING.md says how to use them.
 
 CC       ?= cc
@@ -24,29 +26,33 @@ ZYG_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags python3-embed
              -DLOCKBOX_PYTHON_EXECUTABLE='"$(shell readlink -f $(PYTHON))"'
 ZYG_LIBS   = $(shell pkg-config --libs python3-embed) $(LIBS)
 
-WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-truncation \
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 \
             -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
             -Wwrite-strings -Wundef -Wvla -Wnull-dereference \
             -Wimplicit-fallthrough -Wno-unused-parameter
 HARDEN   := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection \
             -fPIE -fcf-protection
-CFLAGS   ?= -O2 -g
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) -Isrc $(PKG_CFLAGS) -MMD -MP
-LDFLAGS  ?=
-ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack $(LDFLAGS)
-LIBS     = $(PKG_LIBS) -lpthread
 
 ifneq ($(SAN),)
   # Sanitizer builds: _FORTIFY_SOURCE conflicts with ASan's interceptors.
+  # The sanitizer flags come on top of the user's CFLAGS and LDFLAGS (whose
+  # default is then -O1 -g), never instead of them.
   HARDEN := -fstack-protector-strong -fPIE
-  CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SAN) -fno-sanitize-recover=all
-  LDFLAGS += -fsanitize=$(SAN)
+  CFLAGS ?= -O1 -g
+  SAN_CFLAGS := -fno-omit-frame-pointer -fsanitize=$(SAN) -fno-sanitize-recover=all
+  SAN_LDFLAGS := -fsanitize=$(SAN)
   BUILD := build/san
 endif
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) $(SAN_CFLAGS) -Isrc $(PKG_CFLAGS) \
+             -MMD -MP
+LDFLAGS  ?=
+ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack $(LDFLAGS) $(SAN_LDFLAGS)
+LIBS     = $(PKG_LIBS) -lpthread
 
 LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
                      src/ipc/*.c src/jail/*.c src/runtime/*.c \
-                     src/pool/*.c src/daemon/*.c src/net/*.c))
+                     src/jailer/*.c src/deps/*.c src/daemon/*.c src/net/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)
@@ -60,7 +66,7 @@ ifneq ($(SAN),)
 endif
 
 .PHONY: all deps run test unit integration integration-cold attacks attacks-cold clean \
-        format format-check fuzz fuzz-smoke fuzz-regressions
+        format format-check fuzz fuzz-smoke fuzz-regressions layers check
 
 all: $(BUILD)/lockboxd $(BUILD)/lockbox $(BUILD)/lockbox-pyzygote
 
@@ -119,7 +125,16 @@ attacks-cold: all
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
 
-test: format-check unit integration integration-cold attacks attacks-cold fuzz-smoke
+# No circle between source files: for each object, the objects defining
+# the symbols it uses (scripts/check-layers, with nm).
+layers: $(LIB_OBJS) $(CLI_OBJS) $(ZYG_OBJS) $(BUILD)/src/main.o
+	@$(PYTHON) scripts/check-layers $^
+
+# The quick checks: unit tests and layers (the unit tests run as root:
+# some cases need namespaces, cgroups or chown).
+check: unit layers
+
+test: format-check layers unit integration integration-cold attacks attacks-cold fuzz-smoke
 
 # libFuzzer targets (tests/fuzz/), always built with clang, ASan and UBSan
 # whatever SAN says; each links only the src/ files it exercises, compiled
@@ -139,8 +154,9 @@ FUZZ_SRCS_fuzz_request      := src/http/request.c src/http/result.c src/base/utf
 FUZZ_SRCS_fuzz_headers      := src/base/trace.c src/http/request.c src/base/utf8.c
 # fuzz_config stands in for src/base/log.c (it drops log lines).
 FUZZ_SRCS_fuzz_config       := $(sort $(wildcard src/config/*.c)) src/base/parse.c src/base/netaddr.c \
+                               src/base/file.c \
                                src/base/strbuf.c src/base/utf8.c
-FUZZ_SRCS_fuzz_deps         := src/pool/deps_text.c
+FUZZ_SRCS_fuzz_deps         := src/deps/deps_text.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
 # Runs every seed and committed crash input of target $$t once (libFuzzer
 # runs the files named on its command line); the log is shown on failure.

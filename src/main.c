@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "base/version.h"
 #include "daemon/daemon.h"
 #include "daemon/http_exec.h"
 
@@ -92,8 +93,10 @@ static int open_log(const struct config *cfg, char *err, size_t errlen)
         }
         (void)mkdir(cfg->log_path, 0750); /* the open below reports failures */
         int r = log_open_file(path);
-        if (r < 0)
-                snprintf(err, errlen, "log_path: cannot open %s: %s", path, strerror(-r));
+        /* a message cut at errlen is still one line that says what failed */
+        if (r < 0 && (size_t)snprintf(err, errlen, "log_path: cannot open %s: %s", path,
+                                      strerror(-r)) >= errlen)
+                log_debug(NULL, "main.error_cut", "path=%s", log_q(path));
         return r;
 }
 

@@ -241,6 +241,30 @@ static void write_all(int fd, const char *buf, size_t len)
         }
 }
 
+/* Format at offset at of line[size]: the new offset, at most size - 1
+ * (a cut text stays cut, and the next call writes nothing). */
+static size_t line_vadd(char *line, size_t size, size_t at, const char *fmt, va_list ap)
+    _printf_(4, 0);
+static size_t line_vadd(char *line, size_t size, size_t at, const char *fmt, va_list ap)
+{
+        if (at >= size - 1)
+                return size - 1;
+        int m = vsnprintf(line + at, size - at, fmt, ap);
+        if (m < 0)
+                return at;
+        return (size_t)m >= size - at ? size - 1 : at + (size_t)m;
+}
+
+static size_t line_add(char *line, size_t size, size_t at, const char *fmt, ...) _printf_(4, 5);
+static size_t line_add(char *line, size_t size, size_t at, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        at = line_vadd(line, size, at, fmt, ap);
+        va_end(ap);
+        return at;
+}
+
 void log_emit(enum log_level lvl, const char *trace_id, const char *event, const char *fmt, ...)
 {
         if (lvl == LOGL_DEBUG && !log_debug_on)
@@ -251,27 +275,26 @@ void log_emit(enum log_level lvl, const char *trace_id, const char *event, const
         struct tm tm;
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
-        int n = snprintf(line, sizeof(line),
-                         "time=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s proc=%s pid=%d",
-                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                         tm.tm_sec, ts.tv_nsec / 1000000, level_name(lvl), log_role, (int)getpid());
+        size_t n =
+            line_add(line, sizeof(line), 0,
+                     "time=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s proc=%s pid=%d",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, level_name(lvl), log_role, (int)getpid());
         if (trace_id && *trace_id)
-                n += snprintf(line + n, sizeof(line) - (size_t)n, " trace_id=%s", trace_id);
-        n += snprintf(line + n, sizeof(line) - (size_t)n, " event=%s", event);
-        if (fmt && *fmt && (size_t)n < sizeof(line) - 2) {
+                n = line_add(line, sizeof(line), n, " trace_id=%s", trace_id);
+        n = line_add(line, sizeof(line), n, " event=%s", event);
+        if (fmt && *fmt && n < sizeof(line) - 2) {
                 line[n++] = ' ';
                 va_list ap;
                 va_start(ap, fmt);
-                int m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+                n = line_vadd(line, sizeof(line), n, fmt, ap);
                 va_end(ap);
-                if (m > 0)
-                        n += m;
         }
-        if ((size_t)n > sizeof(line) - 2)
-                n = (int)sizeof(line) - 2;
+        if (n > sizeof(line) - 2)
+                n = sizeof(line) - 2; /* room for the newline */
         char json[4096];
         const char *text = line;
-        size_t len = (size_t)n;
+        size_t len = n;
         if (log_json) {
                 len = log_logfmt_to_json(line, len, json, sizeof(json) - 1);
                 text = json;

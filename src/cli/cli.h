@@ -41,7 +41,7 @@ struct cli_reply {
         struct strbuf body;
 };
 
-/* lockbox.c */
+/* error.c: one "lockbox: ..." line on stderr, newlines flattened. */
 void cli_error(const char *fmt, ...) _printf_(1, 2);
 
 /* source.c: language of path, from opts->language or the extension. */

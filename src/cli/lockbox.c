@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "base/version.h"
 #include "cli/cli.h"
-#include "daemon/daemon.h"
 
 #define DEFAULT_SERVER "http://127.0.0.1:8194"
 #define DEFAULT_KEY "dify-sandbox"
@@ -55,20 +55,6 @@ struct cli_args {
         char **positional;
         int n_positional;
 };
-
-void cli_error(const char *fmt, ...)
-{
-        char line[4096];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(line, sizeof(line), fmt, ap);
-        va_end(ap);
-        /* One line, whatever a server message holds. */
-        for (char *p = line; *p; p++)
-                if (*p == '\n' || *p == '\r')
-                        *p = ' ';
-        fprintf(stderr, "lockbox: %s\n", line);
-}
 
 static const char *env_nonempty(const char *name)
 {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/utf8.h"
 #include "base/util.h"
 #include "cli/cli.h"
@@ -61,22 +62,6 @@ int cli_source_language(const char *path, const char *override, const char **ret
         return -EINVAL;
 }
 
-/* Read fd to the end into sb, whose limit is CLI_SOURCE_MAX. */
-static int fd_read_all(int fd, struct strbuf *sb)
-{
-        char chunk[65536];
-        for (;;) {
-                ssize_t n = RETRY_EINTR(read(fd, chunk, sizeof(chunk)));
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return 0;
-                int r = strbuf_append(sb, chunk, (size_t)n);
-                if (r < 0)
-                        return r;
-        }
-}
-
 static int file_open(const char *path)
 {
         if (strcmp(path, "-") == 0)
@@ -84,7 +69,7 @@ static int file_open(const char *path)
         return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-static int file_read(const char *path, struct strbuf *sb, char *err, size_t errlen)
+static int source_read(const char *path, struct strbuf *sb, char *err, size_t errlen)
 {
         _cleanup_close_ int fd = file_open(path);
         struct stat st;
@@ -101,7 +86,7 @@ static int file_read(const char *path, struct strbuf *sb, char *err, size_t errl
          * buffer's cap. */
         int r = -E2BIG;
         if (!S_ISREG(st.st_mode) || st.st_size <= (off_t)CLI_SOURCE_MAX)
-                r = fd_read_all(fd, sb);
+                r = file_read_fd(fd, sb); /* sb's limit: CLI_SOURCE_MAX */
         if (r == -E2BIG)
                 snprintf(err, errlen, "%s: larger than 16 MiB, the most lockbox sends", path);
         else if (r < 0)
@@ -139,7 +124,7 @@ int cli_source_load(const char *path, const char *override, struct cli_source *r
                 return r;
         struct strbuf sb;
         strbuf_init(&sb, CLI_SOURCE_MAX);
-        r = file_read(path, &sb, err, errlen);
+        r = source_read(path, &sb, err, errlen);
         if (r == 0)
                 r = text_check(path, &sb, err, errlen);
         if (r < 0) {

@@ -10,7 +10,7 @@
 
 #include "base/util.h"
 #include "cli/cli.h"
-#include "daemon/daemon.h"
+#include "base/version.h"
 
 /* An answer carries at most limits.output (1G at most) of program output,
  * JSON-escaped and repeated in "error"; beyond this it is not a daemon. */

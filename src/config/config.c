@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/netaddr.h"
 #include "base/strbuf.h"
@@ -18,77 +19,6 @@
 #include "config/loader.h"
 
 #define CONFIG_FILE_MAX (4u << 20) /* a config file is a few KiB */
-#define CONFIG_LIST_MAX 4096       /* entries in one list key */
-
-static void origin_format(const struct loader *L, const struct origin *o, char *buf, size_t len)
-{
-        if (o->kind == ORIGIN_FILE)
-                snprintf(buf, len, "%s:%d:%d", L->name, o->line, o->col);
-        else if (o->kind == ORIGIN_ENV)
-                snprintf(buf, len, "env %s", o->env);
-        else
-                snprintf(buf, len, "%s", L->name);
-}
-
-/* vsnprintf, not snprintf: the error buffer's size is the caller's, and
- * cutting a long message there is intended. */
-static void err_set(char *err, size_t errlen, const char *fmt, ...) _printf_(3, 4);
-static void err_set(char *err, size_t errlen, const char *fmt, ...)
-{
-        va_list ap;
-        if (!err || errlen == 0)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-}
-
-int loader_fail(struct loader *L, int r, const struct origin *o, const char *key, const char *fmt,
-                ...)
-{
-        char where[512], reason[512];
-        va_list ap;
-        if (!L->err || L->errlen == 0)
-                return r;
-        origin_format(L, o, where, sizeof(where));
-        va_start(ap, fmt);
-        vsnprintf(reason, sizeof(reason), fmt, ap);
-        va_end(ap);
-        if (key && o->kind != ORIGIN_ENV)
-                err_set(L->err, L->errlen, "%s: %s: %s", where, key, reason);
-        else
-                err_set(L->err, L->errlen, "%s: %s", where, reason);
-        return r;
-}
-
-int loader_apply(struct loader *L, const struct schema_row *row, const struct schema_item *items,
-                 size_t n, const struct origin *o)
-{
-        struct schema_error e = {0};
-        if (n > CONFIG_LIST_MAX)
-                return loader_fail(L, -EINVAL, o, row->name, "more than %d entries",
-                                   CONFIG_LIST_MAX);
-        int r = row->type->set(row, &L->cfg, items, n, &e);
-        if (r < 0) {
-                struct origin at = *o;
-                if (e.item < n && items[e.item].line > 0) {
-                        at.line = items[e.item].line;
-                        at.col = items[e.item].col;
-                }
-                return loader_fail(L, r, &at, row->name, "%s", e.reason);
-        }
-        L->state[row - schema_rows].origin = *o;
-        return 0;
-}
-
-void loader_warn_deprecated(const struct loader *L, const struct schema_row *row,
-                            const struct origin *o)
-{
-        char where[512];
-        origin_format(L, o, where, sizeof(where));
-        log_warn(NULL, "config.deprecated", "key=%s source=%s detail=%s", row->name, log_q(where),
-                 log_q("accepted but ignored; library paths come from python_path"));
-}
 
 /* Splits "a, b,c" into trimmed entries pointing into copy. */
 static int env_split(char *copy, struct schema_item *items, size_t *ret_n)
@@ -313,19 +243,10 @@ int config_load_buffer(struct config *cfg, const char *name, const char *yaml, s
 static int read_file(const char *path, struct strbuf *sb)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        char chunk[8192];
         if (fd < 0)
                 return -errno;
-        for (;;) {
-                ssize_t n = RETRY_EINTR(read(fd, chunk, sizeof(chunk)));
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return 0;
-                int r = strbuf_append(sb, chunk, (size_t)n);
-                if (r < 0)
-                        return r == -E2BIG ? -EFBIG : r;
-        }
+        int r = file_read_fd(fd, sb);
+        return r == -E2BIG ? -EFBIG : r;
 }
 
 int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn, char *err,
@@ -339,8 +260,8 @@ int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn
         if (r < 0) {
                 strbuf_free(&sb);
                 *cfg = (struct config){0};
-                err_set(err, errlen, "%s: %s", path,
-                        r == -EFBIG ? "file is larger than 4M" : strerror(-r));
+                loader_err_set(err, errlen, "%s: %s", path,
+                               r == -EFBIG ? "file is larger than 4M" : strerror(-r));
                 return r;
         }
         r = config_load_buffer(cfg, path, sb.data ? sb.data : "", sb.len, getenv_fn, err, errlen);

@@ -1,6 +1,7 @@
 /* Private to src/config: the state of one config_load() — the config
  * being built, where each key's value came from, and the error buffer —
- * shared by the YAML walker (yamlfile.c) and the entry points (config.c). */
+ * shared by the YAML walker (yamlfile.c) and the entry points (config.c);
+ * loader.c holds what both use. */
 #pragma once
 
 #include <stdbool.h>
@@ -32,6 +33,10 @@ struct loader {
         struct config cfg;       /* being built */
 };
 
+/* vsnprintf into err (nothing when err is NULL or errlen 0): cutting a
+ * long message at the caller's buffer is intended. */
+void loader_err_set(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Writes "WHERE: KEY: REASON" to the error buffer; key may be NULL, and is
  * left out for environment origins ("env NAME: REASON"). Returns r. */
 int loader_fail(struct loader *L, int r, const struct origin *o, const char *key, const char *fmt,

@@ -196,12 +196,6 @@ static void bool_dump(const struct schema_row *row, const struct config *cfg, FI
         fprintf(out, " %s\n", *(const bool *)schema_cfield(row, cfg) ? "true" : "false");
 }
 
-void schema_describe_nothing(const struct schema_row *row, char *buf, size_t len)
-{
-        if (len > 0)
-                buf[0] = '\0';
-}
-
 const struct schema_type schema_type_bool = {
     .doc_name = "boolean",
     .set = bool_set,

@@ -34,7 +34,7 @@
 #include "jail/policy.h"
 #include "jail/uidclaim.h"
 #include "net/net.h"
-#include "pool/jailer.h"
+#include "jailer/jailer.h"
 
 static int open_listener(const char *addr, int port, const char *what, int *ret, char *err,
                          size_t errlen)
@@ -218,8 +218,11 @@ static void open_dns_relay(const struct config *cfg, uint32_t gateway, struct ht
         o->n_dns_upstreams = net_dns_upstreams(cfg, o->dns_upstreams, ELEMENTSOF(o->dns_upstreams));
 }
 
-/* Each run holds about seven fds in the jailer and four in the HTTP
- * process, and connections one more: lift the soft limit to the hard one. */
+/* Each run holds up to nine fds in the jailer (its channel, timerfd, sync
+ * socket, seccomp listener, pidfd, the code, stdout and stderr pipe ends
+ * until STARTED, the exit report; jailer/run.c release_fds) and four in
+ * the HTTP process, and connections one more: lift the soft limit to the
+ * hard one. */
 static void raise_fd_limit(void)
 {
         struct rlimit rl;

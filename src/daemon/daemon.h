@@ -7,8 +7,6 @@
 
 struct config;
 
-#define LOCKBOX_VERSION "0.1.0"
-
 /* Runs the service until it stops; returns the exit code. On a start-up
  * failure err holds one clear line. */
 int daemon_main(const struct config *cfg, char *err, size_t errlen);

@@ -15,7 +15,7 @@
 
 #include "base/strbuf.h"
 #include "base/util.h"
-#include "daemon/daemon.h"
+#include "base/version.h"
 #include "ipc/proto.h"
 #include "ipc/stats.h"
 
@@ -338,7 +338,9 @@ static void render_memory(struct strbuf *sb)
 static void render_deps(struct strbuf *sb)
 {
         char path[4096];
-        snprintf(path, sizeof(path), "%s/status.json", m.layer_dir ? m.layer_dir : "");
+        if ((size_t)snprintf(path, sizeof(path), "%s/status.json",
+                             m.layer_dir ? m.layer_dir : "") >= sizeof(path))
+                return;
         json_t *st = json_load_file(path, 0, NULL);
         if (!st)
                 return;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -42,13 +43,6 @@ static int language_id(const char *name)
         if (strcmp(name, "nodejs") == 0)
                 return LANG_NODEJS;
         return -1;
-}
-
-static int64_t mono_us(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Wait for a worker slot; gives up (false) when the server is stopping. */
@@ -84,17 +78,17 @@ static struct http_reply execute(struct http_state *st, const struct http_call *
             .output_cap = (size_t)cfg->output_bytes,
             .deadline_ms = cfg->worker_timeout * 1000 + 30000,
         };
-        int64_t queued = mono_us();
+        int64_t queued = monotonic_us();
         metrics_queued(1);
         bool got = take_worker(st);
         metrics_queued(-1);
         if (!got)
                 return reply_error(503, -503, "server is shutting down");
-        int64_t started = mono_us();
+        int64_t started = monotonic_us();
         struct run_outcome o;
         int r = ipc_run(st->ctrl_fd, &p, &o);
         sem_post(&st->workers);
-        int64_t done = mono_us();
+        int64_t done = monotonic_us();
         if (r < 0) {
                 metrics_run(lang, NULL, NULL, false, (uint64_t)(started - queued),
                             (uint64_t)(done - started));
@@ -166,7 +160,9 @@ static bool python_language(const struct http_call *c, struct http_reply *ret)
 static json_t *read_status(const struct http_state *st)
 {
         char path[4096];
-        snprintf(path, sizeof(path), "%s/status.json", st->cfg->layer_dir);
+        if ((size_t)snprintf(path, sizeof(path), "%s/status.json", st->cfg->layer_dir) >=
+            sizeof(path))
+                return NULL;
         return json_load_file(path, 0, NULL);
 }
 

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/trace.h"
@@ -75,7 +76,7 @@ struct request {
         bool too_large, answered;
         bool counted; /* in st->active until its reply has gone out */
         struct trace trace;
-        struct timespec start;
+        int64_t start_ms; /* monotonic_ms() when it came in */
 };
 
 /* Equal-length comparison that looks at every byte of the key whatever
@@ -158,13 +159,6 @@ static size_t headers_size(struct MHD_Connection *conn)
         size_t total = 0;
         MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header_size, &total);
         return total;
-}
-
-static int64_t ms_since(const struct timespec *t)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
 static struct http_reply too_large(const struct config *cfg, const struct route *r)
@@ -272,7 +266,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 if (!rq)
                         return MHD_NO;
                 *req_cls = rq;
-                clock_gettime(CLOCK_MONOTONIC, &rq->start);
+                rq->start_ms = monotonic_ms();
                 trace_from_header(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"),
                                   &rq->trace);
                 arm(l, conn, DEADLINE_BODY, st->cfg->body_timeout);
@@ -313,7 +307,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                 metrics_request(rq->route ? rq->route->path : NULL, ci->http_status);
         log_info(rq->trace.trace_id, "http.request", "route=%s status=%u duration_ms=%lld%s",
                  rq->route ? rq->route->path : "-", ci ? ci->http_status : 0,
-                 (long long)ms_since(&rq->start),
+                 (long long)(monotonic_ms() - rq->start_ms),
                  toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
         strbuf_free(&rq->body);
         free(rq);
@@ -385,10 +379,9 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
 static void drain(struct http_state *st)
 {
         int64_t limit_ms = (int64_t)st->cfg->worker_timeout * 1000 + 5000;
-        struct timespec start;
-        clock_gettime(CLOCK_MONOTONIC, &start);
+        int64_t start = monotonic_ms();
         while ((atomic_load(&st->active) > 0 || atomic_load(&st->in_flight) > 0) &&
-               ms_since(&start) < limit_ms)
+               monotonic_ms() - start < limit_ms)
                 nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
 }
 

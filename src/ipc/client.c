@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/util.h"
 #include "ipc/channel.h"
 
@@ -26,13 +27,6 @@ struct pump {
         size_t written; /* bytes of header+preload+code sent */
         bool started, have_result, kill_sent;
 };
-
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void feed_code(struct pump *u);
 
@@ -169,7 +163,7 @@ static int pump_loop(struct pump *u, int64_t deadline)
                     {.fd = u->err_r, .events = POLLIN},
                     {.fd = u->code_w, .events = POLLOUT},
                 };
-                int64_t left = deadline - now_ms();
+                int64_t left = deadline - monotonic_ms();
                 if (left <= 0)
                         return -ETIMEDOUT;
                 if (RETRY_EINTR(poll(pfd, 4, (int)left)) < 0)
@@ -199,7 +193,7 @@ int ipc_run(int ctrl_fd, const struct ipc_run_params *p, struct run_outcome *ret
         strbuf_init(&o.err, 0);
         int r = start_run(ctrl_fd, p, &u);
         if (r == 0)
-                r = pump_loop(&u, now_ms() + p->deadline_ms);
+                r = pump_loop(&u, monotonic_ms() + p->deadline_ms);
         safe_close(u.chan);
         safe_close(u.code_w);
         safe_close(u.out_r);

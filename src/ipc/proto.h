@@ -26,6 +26,8 @@ enum proto_language {
         LANG_PYTHON3 = 1,
         LANG_NODEJS = 2,
 };
+/* Tables indexed by enum proto_language (0 is no language). */
+#define PROTO_LANG_SLOTS (LANG_NODEJS + 1)
 
 /* Why the sandbox ended a run; NONE when the program ended by itself. */
 enum run_reason {
@@ -80,8 +82,10 @@ struct proto_started {
         uint32_t warm; /* 1: the process was waiting in a pool */
 };
 
-/* jailer -> HTTP on the run channel, sent once every process of the run is
- * gone and its cgroups, mounts and UID are released. */
+/* jailer -> HTTP on the run channel, sent once the program has ended: at
+ * its exit report (what is left of the run is SIGKILLed then, and its UID,
+ * cgroup and layer stay held until it is reaped), else when its process is
+ * gone. */
 struct proto_result {
         struct proto_header hdr;
         uint32_t status; /* enum run_status */

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/util.h"
 
@@ -43,13 +44,7 @@ static int write_file(const char *dir, const char *file, const char *value)
         char path[4096];
         if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
                 return -ENAMETOOLONG;
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        size_t len = strlen(value);
-        if (write(fd, value, len) != (ssize_t)len)
-                return -errno;
-        return 0;
+        return file_write(path, value, 0, 0); /* a short write is -EIO, never -0 */
 }
 
 static int read_file(const char *dir, const char *file, char *buf, size_t size)
@@ -57,14 +52,8 @@ static int read_file(const char *dir, const char *file, char *buf, size_t size)
         char path[4096];
         if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
                 return -ENAMETOOLONG;
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        if (n < 0)
-                return -errno;
-        buf[n] = '\0';
-        return 0;
+        ssize_t n = file_read_buf(path, buf, size);
+        return n < 0 ? (int)n : 0;
 }
 
 /* "key value" lines (memory.events, memory.oom_control). */
@@ -501,10 +490,13 @@ int cgroup_run_procs_fds(const struct cgroup_run *run, int ret[2])
                 return 0;
         for (int h = 0; h < H_MAX; h++) {
                 char path[4096];
-                snprintf(path, sizeof(path), "%s/cgroup.procs", run->dir[h]);
-                ret[h] = open(path, O_WRONLY | O_CLOEXEC);
+                int e = ENAMETOOLONG;
+                if ((size_t)snprintf(path, sizeof(path), "%s/cgroup.procs", run->dir[h]) <
+                    sizeof(path)) {
+                        ret[h] = open(path, O_WRONLY | O_CLOEXEC);
+                        e = errno;
+                }
                 if (ret[h] < 0) {
-                        int e = errno;
                         ret[0] = safe_close(ret[0]);
                         return -e;
                 }

@@ -12,21 +12,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ipc/limits.h"
 #include "jail/policy.h"
 
 enum jail_mode {
         JAIL_COLD, /* build the root, exec the interpreter */
         JAIL_WARM, /* inside a zygote's root: per-run mounts, then return */
-};
-
-struct jail_limits {
-        int64_t data_bytes; /* RLIMIT_DATA; 0 = unlimited (memory cgroup in use) */
-        int nproc;
-        int cpu_seconds;
-        int open_files;
-        int64_t file_bytes;
-        int64_t tmp_bytes;
-        int tmp_inodes;
 };
 
 struct jail_spec {
@@ -37,7 +28,7 @@ struct jail_spec {
         const char *hostname;
         const char *const *ro_paths; /* cold: host paths, bound read-only at the same place */
         size_t n_ro_paths;
-        struct jail_limits limits;
+        struct run_limits limits;
         const char *exec_path; /* cold: interpreter, absolute */
         char *const *argv;
         char *const *envp;
@@ -94,7 +85,7 @@ void jail_hosts_text(const char *host_text, const char *nodename, const char *ho
 /* base: "" inside the root, or where the new root is before pivot_root. */
 int jail_run_mounts(const char *base, const struct jail_spec *s);
 int jail_mounts_setup(const struct jail_spec *s);
-int jail_rlimits_apply(const struct jail_limits *l);
+int jail_rlimits_apply(const struct run_limits *l);
 int jail_identity_drop(uid_t uid, gid_t gid);
 /* Where runs see the dependency layer (read-only, last on sys.path). */
 #define JAIL_DEPS_PATH "/opt/lockbox/python"

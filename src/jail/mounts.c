@@ -20,6 +20,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/util.h"
 #include "jail/jail.h"
 
@@ -49,15 +50,10 @@ static int mkdir_parents(const char *full)
         return 0;
 }
 
+/* A new file of the run's root. */
 static int write_text(const char *path, const char *text, mode_t mode)
 {
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-        if (fd < 0)
-                return -errno;
-        size_t len = strlen(text);
-        if (write(fd, text, len) != (ssize_t)len)
-                return -EIO;
-        return 0;
+        return file_write(path, text, O_CREAT | O_EXCL, mode);
 }
 
 /* Carry over the per-mount flags of the source (a noexec or nodev source
@@ -123,9 +119,7 @@ static int copy_small(const char *src, const char *dst_in_root)
         int r = path_in_root(dst, sizeof(dst), dst_in_root);
         if (r < 0)
                 return r;
-        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
-        ssize_t n = in < 0 ? 0 : read(in, buf, sizeof(buf) - 1);
-        buf[n < 0 ? 0 : n] = '\0';
+        file_read_buf(src, buf, sizeof(buf)); /* empty when missing */
         return write_text(dst, buf, 0444);
 }
 
@@ -208,9 +202,7 @@ static int make_hosts(const char *hostname)
         int r = path_in_root(dst, sizeof(dst), "/etc/hosts");
         if (r < 0)
                 return r;
-        _cleanup_close_ int fd = open("/etc/hosts", O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd < 0 ? 0 : read(fd, in, sizeof(in) - 1);
-        in[n < 0 ? 0 : n] = '\0';
+        file_read_buf("/etc/hosts", in, sizeof(in)); /* empty when missing */
         if (uname(&u) < 0)
                 return -errno;
         jail_hosts_text(in, u.nodename, hostname, text, sizeof(text));
@@ -282,7 +274,9 @@ static int make_dev(void)
 static int bind_generated(const char *dir, const char *target, const char *text)
 {
         char src[PATH_MAX];
-        snprintf(src, sizeof(src), "%s/.lockbox-%ld", dir, (long)getpid());
+        if ((size_t)snprintf(src, sizeof(src), "%s/.lockbox-%ld", dir, (long)getpid()) >=
+            sizeof(src))
+                return -ENAMETOOLONG;
         int r = write_text(src, text, 0444);
         if (r == 0 && mount(src, target, NULL, MS_BIND, NULL) < 0)
                 r = -errno;
@@ -324,9 +318,12 @@ static int attach_tree(int tree, const char *target)
 int jail_run_mounts(const char *base, const struct jail_spec *s)
 {
         char opts[128], path[PATH_MAX];
-        snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=%d,mode=0700,uid=%u,gid=%u",
-                 (long long)s->limits.tmp_bytes, s->limits.tmp_inodes, (unsigned)s->uid,
-                 (unsigned)s->gid);
+        /* base is the run's root (a constant) or "": the paths always fit */
+        if ((size_t)snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=%d,mode=0700,uid=%u,gid=%u",
+                             (long long)s->limits.tmp_bytes, s->limits.tmp_inodes, (unsigned)s->uid,
+                             (unsigned)s->gid) >= sizeof(opts) ||
+            strlen(base) + sizeof(JAIL_DEPS_PATH) > sizeof(path))
+                return -ENAMETOOLONG;
         snprintf(path, sizeof(path), "%s/tmp", base);
         if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
                 return -errno;

@@ -13,7 +13,7 @@ static int set_both(int resource, rlim_t value)
         return setrlimit(resource, &rl) < 0 ? -errno : 0;
 }
 
-int jail_rlimits_apply(const struct jail_limits *l)
+int jail_rlimits_apply(const struct run_limits *l)
 {
         const struct {
                 int resource;

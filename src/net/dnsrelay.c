@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/util.h"
 #include "net/dnsrelay.h"
 
@@ -94,13 +95,6 @@ struct dns_relay {
         unsigned char buf[65536]; /* one datagram at a time */
 };
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void count(_Atomic uint64_t *counter)
 {
         atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
@@ -138,7 +132,7 @@ static bool udp_attempt(struct dns_relay *r, struct udp_query *q)
                         continue;
                 if (connect(q->fd, (const struct sockaddr *)u, addr_len(u)) == 0 &&
                     send(q->fd, q->msg, q->len, 0) == (ssize_t)q->len) {
-                        q->deadline = now_ms() + r->timeout_ms;
+                        q->deadline = monotonic_ms() + r->timeout_ms;
                         return true;
                 }
         }
@@ -283,7 +277,7 @@ static void tcp_await_query(struct dns_relay *r, struct tcp_conn *c)
         frame_reset(&c->query);
         frame_reset(&c->answer);
         c->state = TCP_READ_QUERY;
-        c->deadline = now_ms() + 2 * (int64_t)r->timeout_ms;
+        c->deadline = monotonic_ms() + 2 * (int64_t)r->timeout_ms;
 }
 
 /* Connects to upstreams[c->up], or the next that can be tried. false when
@@ -302,7 +296,7 @@ static bool tcp_attempt(struct dns_relay *r, struct tcp_conn *c)
                 frame_reset(&c->answer);
                 c->query.done = 0;
                 c->state = k == 0 ? TCP_SEND_QUERY : TCP_CONNECT;
-                c->deadline = now_ms() + r->timeout_ms;
+                c->deadline = monotonic_ms() + r->timeout_ms;
                 return true;
         }
         c->up_fd = safe_close(c->up_fd);
@@ -362,7 +356,7 @@ static void tcp_on_answer_bytes(struct dns_relay *r, struct tcp_conn *c)
         c->up_fd = safe_close(c->up_fd);
         c->answer.done = 0;
         c->state = TCP_WRITE_ANSWER;
-        c->deadline = now_ms() + 2 * (int64_t)r->timeout_ms;
+        c->deadline = monotonic_ms() + 2 * (int64_t)r->timeout_ms;
         tcp_write_answer(r, c);
 }
 
@@ -438,7 +432,7 @@ static void tcp_on_accept(struct dns_relay *r)
                 if (fd < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
                             errno == ENOMEM)
-                                r->accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
+                                r->accept_paused_until = monotonic_ms() + ACCEPT_PAUSE_MS;
                         else if (!would_block(errno))
                                 continue; /* ECONNABORTED and the like: that one only */
                         return;
@@ -537,7 +531,7 @@ static void *relay_main(void *arg)
         pthread_setname_np(pthread_self(), "dnsrelay");
         for (;;) {
                 int timeout;
-                size_t n = poll_build(r, now_ms(), &timeout);
+                size_t n = poll_build(r, monotonic_ms(), &timeout);
                 if (poll(r->pfds, n, timeout) < 0) {
                         if (errno == EINTR || errno == ENOMEM || errno == EAGAIN)
                                 continue;
@@ -561,7 +555,7 @@ static void *relay_main(void *arg)
                         udp_on_query(r);
                 if (r->pfds[PFD_TCP].revents)
                         tcp_on_accept(r);
-                expire(r, now_ms());
+                expire(r, monotonic_ms());
         }
         return NULL;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/file.h"
 #include "base/util.h"
 #include "net/forward.h"
 
@@ -20,25 +21,10 @@
 
 static int read_char(const char *path, char *ret)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        char c;
-        if (fd < 0)
-                return -errno;
-        if (read(fd, &c, 1) != 1)
-                return -EIO;
-        *ret = c;
-        return 0;
-}
-
-static int write_text(const char *path, const char *text, int flags)
-{
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | flags, 0644);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = write(fd, text, strlen(text));
-        if (n < 0)
-                return -errno;
-        return n == (ssize_t)strlen(text) ? 0 : -EIO;
+        char text[4];
+        ssize_t n = file_read_buf(path, text, sizeof(text));
+        *ret = text[0]; /* '\0' when nothing was read */
+        return n > 0 ? 0 : n < 0 ? (int)n : -EIO;
 }
 
 static int lock_state(void)
@@ -93,12 +79,12 @@ int forward_acquire(bool *ret_was_off, char *err, size_t errlen)
         if (read_char(STATE_DIR "/forward.orig", &orig) < 0 || (other_holders() == 0 && now == '0'))
                 orig = now;
         char text[2] = {orig, '\0'};
-        if ((r = write_text(STATE_DIR "/forward.orig", text, O_CREAT | O_TRUNC)) < 0 ||
-            (own_file(own, sizeof(own)), r = write_text(own, "", O_CREAT | O_TRUNC)) < 0) {
+        if ((r = file_write(STATE_DIR "/forward.orig", text, O_CREAT | O_TRUNC, 0644)) < 0 ||
+            (own_file(own, sizeof(own)), r = file_write(own, "", O_CREAT | O_TRUNC, 0644)) < 0) {
                 snprintf(err, errlen, "cannot write under " STATE_DIR ": %s", strerror(-r));
                 return r;
         }
-        if (now == '0' && (r = write_text(SYSCTL, "1", 0)) < 0) {
+        if (now == '0' && (r = file_write(SYSCTL, "1", 0, 0)) < 0) {
                 unlink(own);
                 if (r == -EROFS || r == -EACCES || r == -EPERM) {
                         *ret_was_off = true;
@@ -123,6 +109,6 @@ void forward_release(void)
         if (lock < 0 || other_holders() > 0)
                 return;
         if (read_char(STATE_DIR "/forward.orig", &orig) == 0 && orig == '0')
-                write_text(SYSCTL, "0", 0);
+                file_write(SYSCTL, "0", 0, 0);
         unlink(STATE_DIR "/forward.orig");
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/netaddr.h"
 #include "base/strbuf.h"
@@ -247,14 +248,13 @@ void net_run_release(struct net *n, uint32_t addr)
 
 /* ---- DNS ------------------------------------------------------------------- */
 
-static char *read_small(const char *path)
+/* The host's /etc/resolv.conf, or NULL. */
+static char *host_resolv_conf(void)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        char *buf = calloc(1, 65536);
-        ssize_t n = fd >= 0 && buf ? read(fd, buf, 65535) : 0;
-        if (buf && n > 0)
-                buf[n] = '\0';
-        return buf;
+        struct strbuf sb;
+        if (file_read("/etc/resolv.conf", 0, 65536, &sb) < 0)
+                return NULL;
+        return strbuf_steal(&sb, NULL);
 }
 
 char *net_resolv_conf_text(const char *host_text, uint32_t gateway)
@@ -286,7 +286,7 @@ char *net_resolv_conf_text(const char *host_text, uint32_t gateway)
 
 char *net_resolv_conf(const struct net *n)
 {
-        _cleanup_free_ char *host = read_small("/etc/resolv.conf");
+        _cleanup_free_ char *host = host_resolv_conf();
         return net_resolv_conf_text(host, net_gateway(n));
 }
 
@@ -315,7 +315,7 @@ size_t net_dns_upstreams(const struct config *c, struct sockaddr_storage *ret, s
                 n += put_upstream(c->net_dns_servers[i], &ret[n]);
         if (c->n_net_dns_servers)
                 return n;
-        _cleanup_free_ char *text = read_small("/etc/resolv.conf");
+        _cleanup_free_ char *text = host_resolv_conf();
         for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; line && n < max;
              line = strtok_r(NULL, "\n", &save)) {
                 char addr[INET6_ADDRSTRLEN + 1];
@@ -467,10 +467,9 @@ static int check_subnet_free(struct net *n, char *err, size_t errlen)
 
 static bool link_forwards(const char *name)
 {
-        char path[96], c = '0';
+        char path[96], text[4];
         snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/forwarding", name);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        return fd >= 0 && read(fd, &c, 1) == 1 && c == '1';
+        return file_read_buf(path, text, sizeof(text)) > 0 && text[0] == '1';
 }
 
 /* /proc/sys is read-only (a container's, or systemd's ProtectKernelTunables):

@@ -291,7 +291,7 @@ static _Noreturn void child_run(const char *net_env, size_t size)
 }
 
 static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spawn *m,
-                                   const int *fds, size_t nf)
+                                   const struct zygote_fds *f)
 {
         struct jail_spec s = {
             .mode = JAIL_WARM,
@@ -300,24 +300,17 @@ static struct jail_spec spawn_spec(const struct args *a, const struct zygote_spa
             .network = m->network,
             .hostname = a->hostname,
             .limits = m->limits,
-            .sync_fd = fds[0],
-            .code_fd = fds[1],
-            .stdout_fd = fds[2],
-            .stderr_fd = fds[3],
+            .sync_fd = f->sync,
+            .code_fd = f->code,
+            .stdout_fd = f->out,
+            .stderr_fd = f->err,
+            .report_fd = f->report,
+            .deps_fd = f->deps,
+            .netns_fd = f->netns,
             .filter = &filters[m->network ? 1 : 0],
-            .cgroup_procs = {-1, -1},
-            .cgroup_dirfd = -1,
+            .cgroup_procs = {f->cgroup_procs[0], f->cgroup_procs[1]},
+            .cgroup_dirfd = f->cgroup_dirfd,
         };
-        /* the order of zygote_proto.h: cgroup fds, layer, report, namespace */
-        size_t i = 4;
-        if (m->cgroup_dirfd)
-                s.cgroup_dirfd = fds[i++];
-        for (size_t k = 0; !m->cgroup_dirfd && k < m->n_cgroup_procs; k++)
-                s.cgroup_procs[k] = fds[i++];
-        s.deps_fd = m->deps_fd ? fds[i++] : -1;
-        s.report_fd = m->report_fd ? fds[i++] : -1;
-        s.netns_fd = m->netns_fd ? fds[i++] : -1;
-        (void)nf;
         return s;
 }
 
@@ -352,11 +345,9 @@ static void spawn(const struct args *a, const struct zygote_spawn *m, int *fds, 
 {
         char err[200] = "";
         int r = -EINVAL, pid = 0;
-        if (m->n_cgroup_procs <= 2 && m->cgroup_dirfd <= 1 && m->deps_fd <= 1 &&
-            m->report_fd <= 1 && m->netns_fd <= 1 && m->netns_fd <= m->network &&
-            nf == 4 + (m->cgroup_dirfd ? 1 : m->n_cgroup_procs) + m->deps_fd + m->report_fd +
-                      m->netns_fd) {
-                struct jail_spec s = spawn_spec(a, m, fds, nf);
+        struct zygote_fds f;
+        if (zygote_fds_decode(m, fds, nf, &f) == 0 && m->netns_fd <= m->network) {
+                struct jail_spec s = spawn_spec(a, m, &f);
                 struct jail_started st;
                 if (count_threads() != 1) {
                         /* a thread (a preloaded module's?) would be half a
@@ -383,7 +374,7 @@ static int serve(const struct args *a)
 {
         for (;;) {
                 struct zygote_spawn m;
-                int fds[12];
+                int fds[ZYGOTE_SPAWN_MAX_FDS];
                 size_t nf = 0;
                 struct pollfd p = {.fd = CTRL_FD, .events = POLLIN};
                 if (poll(&p, 1, -1) < 0 && errno != EINTR)

@@ -1,5 +1,5 @@
 /* libFuzzer target for the dependency layer's text helpers
- * (src/pool/deps_text.c). The input is used twice: as a requirements file
+ * (src/deps/deps_text.c). The input is used twice: as a requirements file
  * (is there anything to install?) and as a package's METADATA file, which
  * pip's process wrote and lockbox does not trust (the name and version the
  * dependency routes list). */
@@ -7,7 +7,7 @@
 #include <stdbool.h>
 
 #include "fuzz.h"
-#include "pool/deps.h"
+#include "deps/deps.h"
 
 /* A field read from METADATA: one line, NUL-terminated within its buffer. */
 static void check_field(const char *v, size_t size)

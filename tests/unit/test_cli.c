@@ -306,7 +306,8 @@ TEST(cli_options_server_choice)
         EXPECT_TRUE(p1 > 0 && p2 > 0);
         char url1[64], url1_slashes[64], env2[96], want[160];
         snprintf(url1, sizeof(url1), "http://127.0.0.1:%d", p1);
-        snprintf(url1_slashes, sizeof(url1_slashes), "%s///", url1);
+        EXPECT_TRUE((size_t)snprintf(url1_slashes, sizeof(url1_slashes), "%s///", url1) <
+                    sizeof(url1_slashes));
         snprintf(env2, sizeof(env2), "LOCKBOX_SERVER=http://127.0.0.1:%d/", p2);
         struct cli_result r;
         run_client(&r, ARGS("health", "--server", url1_slashes), NULL);

@@ -1,11 +1,11 @@
-/* Unit tests for the text handling of src/pool/deps.c: which requirements
+/* Unit tests for the text handling of src/deps/deps.c: which requirements
  * files count as empty (no pip at all), the name and version read from a
  * wheel's METADATA (untrusted: it comes from the package), and the hash
  * that decides whether a file changed. */
 #include <errno.h>
 #include <string.h>
 
-#include "pool/deps.h"
+#include "deps/deps.h"
 #include "test.h"
 
 static bool empty(const char *s)

@@ -1,4 +1,4 @@
-/* Unit tests for pool/deps_tree.c: root seals and removes a tree another
+/* Unit tests for deps/deps_tree.c: root seals and removes a tree another
  * account wrote, through descriptors only. The account (nobody, 65534)
  * plants symlinks to a canary, also while a seal or a removal runs; the
  * canary never changes. Needs root (as the whole suite does). */
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pool/deps_tree.h"
+#include "deps/deps_tree.h"
 #include "test.h"
 
 /* chown that must work (the test is root); a failure aborts the case */
@@ -51,9 +51,10 @@ static void scene_make(struct scene *s)
 
 static void scene_free(struct scene *s)
 {
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s", s->root, s->canary, s->cdir);
-        if (system(cmd) != 0)
+        char cmd[512];
+        if ((size_t)snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s", s->root, s->canary, s->cdir) >=
+                sizeof(cmd) ||
+            system(cmd) != 0)
                 fprintf(stderr, "cleanup failed\n");
         close(s->rootfd);
 }

@@ -1,6 +1,6 @@
 /* Sealing and removing the installer's tree through descriptors (see
  * deps_tree.h). */
-#include "pool/deps_tree.h"
+#include "deps/deps_tree.h"
 
 #include <dirent.h>
 #include <errno.h>

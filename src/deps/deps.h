@@ -1,4 +1,5 @@
-/* The Python dependency layer, managed by the jailer (see deps.c). */
+/* src/deps/: the Python dependency layer, installed by pip and managed by
+ * the jailer (see deps.c); runs bind it (jailer/run.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -13,8 +14,6 @@ int deps_init(struct jailer *j, char *err, size_t errlen);
 void deps_free(struct jailer *j);
 /* Start the first install, the interval re-check, the install time limit. */
 void deps_on_tick(struct jailer *j);
-void deps_on_output(struct jailer *j);
-void deps_on_exit(struct jailer *j);
 bool deps_owns(const struct jailer *j, pid_t pid); /* the running pip's process */
 /* An update asked over HTTP: install now; chan gets DEPS_DONE after. */
 void deps_request(struct jailer *j, int chan);

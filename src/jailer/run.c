@@ -4,7 +4,9 @@
  * request, and over when its pidfd says the process is gone. Every end
  * goes through run_on_exit(): reap, classify, remove the cgroups, return
  * the UID, answer. Handlers only mark a run finished; the loop frees it. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -19,17 +21,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
 #include "ipc/channel.h"
 #include "ipc/stats.h"
+#include "ipc/zygote_proto.h"
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "jail/uidpool.h"
 #include "net/net.h"
-#include "pool/deps.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "jailer/internal.h"
 #include "runtime/runtime.h"
 
 /* A child that has not finished its lock sequence by then is stuck. */
@@ -47,6 +51,14 @@ static int arm_timer(struct run *run, int seconds)
 {
         struct itimerspec its = {.it_value = {.tv_sec = seconds}};
         return timerfd_settime(run->timerfd, 0, &its, NULL) < 0 ? -errno : 0;
+}
+
+void run_retire(struct run *run)
+{
+        run->owner = NULL;
+        run->pool = NULL;
+        run->retired = true;
+        run_kill(run, REASON_NONE);
 }
 
 void run_kill(struct run *run, enum run_reason why)
@@ -115,12 +127,26 @@ static void child_ends_close(struct child_ends *c)
                 c->procs[i] = safe_close(c->procs[i]);
 }
 
+/* What the configuration limits a run to; RLIMIT_DATA only without a
+ * memory cgroup. The one place for both cold and zygote runs. */
+static struct run_limits run_limits(const struct jailer *j)
+{
+        const struct config *c = j->cfg;
+        bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
+        return (struct run_limits){.data_bytes = memcg ? 0 : c->memory_bytes,
+                                   .nproc = c->processes,
+                                   .cpu_seconds = c->cpu_seconds,
+                                   .open_files = c->open_files,
+                                   .file_bytes = c->file_bytes,
+                                   .tmp_bytes = c->tmp_bytes,
+                                   .tmp_inodes = c->tmp_inodes};
+}
+
 static struct jail_spec make_spec(struct jailer *j, struct run *run, const struct child_ends *ends,
                                   int cg_dirfd)
 {
         const struct config *c = j->cfg;
         const struct runtime *rt = run->slot->rt;
-        bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
         return (struct jail_spec){
             .mode = JAIL_COLD,
             .uid = run->uid,
@@ -129,13 +155,7 @@ static struct jail_spec make_spec(struct jailer *j, struct run *run, const struc
             .hostname = c->hostname,
             .ro_paths = (const char *const *)rt->ro_paths,
             .n_ro_paths = rt->n_ro_paths,
-            .limits = {.data_bytes = memcg ? 0 : c->memory_bytes,
-                       .nproc = c->processes,
-                       .cpu_seconds = c->cpu_seconds,
-                       .open_files = c->open_files,
-                       .file_bytes = c->file_bytes,
-                       .tmp_bytes = c->tmp_bytes,
-                       .tmp_inodes = c->tmp_inodes},
+            .limits = run_limits(j),
             .exec_path = rt->exec_path,
             .argv = rt->argv,
             .envp = j->env[run->network],
@@ -168,28 +188,28 @@ static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *er
         return r;
 }
 
+int run_watch_exit(struct jailer *j, struct run *run)
+{
+        return loop_watch(j->loop, run->pidfd, &run->w_pidfd);
+}
+
 /* Clone a cold child, or ask the zygote for a warm one. */
 static int launch(struct jailer *j, struct run *run, struct child_ends *c, char *err, size_t errlen)
 {
         int dirfd = run->cg ? cgroup_run_dirfd(run->cg) : -1;
-        if (run->slot->zygote && zygote_up(j)) {
-                int fds[12];
-                size_t n = 0;
-                for (size_t i = 0; i < 4; i++)
-                        fds[n++] = c->fds[i];
-                for (size_t i = 0; i < 2; i++)
-                        if (c->procs[i] >= 0)
-                                fds[n++] = c->procs[i];
-                if (dirfd >= 0)
-                        fds[n++] = dirfd;
-                if (c->deps >= 0)
-                        fds[n++] = c->deps; /* the zygote knows these two are there */
-                if (c->report >= 0)
-                        fds[n++] = c->report;
-                if (c->netns >= 0)
-                        fds[n++] = c->netns;
+        if (run->slot->zygote && j->spawner && j->spawner->up(j)) {
+                struct zygote_fds f = {.sync = c->fds[0],
+                                       .code = c->fds[1],
+                                       .out = c->fds[2],
+                                       .err = c->fds[3],
+                                       .cgroup_procs = {c->procs[0], c->procs[1]},
+                                       .cgroup_dirfd = dirfd,
+                                       .deps = c->deps,
+                                       .report = c->report,
+                                       .netns = c->netns};
+                struct run_limits limits = run_limits(j);
                 run->warm = run->zygote = true;
-                int r = zygote_spawn(j, run, fds, n);
+                int r = j->spawner->spawn(j, run, &f, &limits);
                 if (r < 0)
                         snprintf(err, errlen, "zygote: %s", strerror(-r));
                 return r;
@@ -201,8 +221,7 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
                 return r;
         run->pid = st.pid;
         run->pidfd = st.pidfd;
-        run->w_pidfd = (struct watch){.kind = W_PIDFD, .run = run};
-        if ((r = jailer_watch(j, run->pidfd, &run->w_pidfd)) < 0) {
+        if ((r = run_watch_exit(j, run)) < 0) {
                 syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
                 waitpid(run->pid, NULL, 0);
                 snprintf(err, errlen, "epoll: %s", strerror(-r));
@@ -210,17 +229,26 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
         return r;
 }
 
+static void on_chan_event(void *data, uint32_t events);
+static void on_timer_event(void *data, uint32_t events);
+static void on_listener_event(void *data, uint32_t events);
+static void on_sync_event(void *data, uint32_t events);
+static void on_exit_event(void *data, uint32_t events);
+static void on_report_event(void *data, uint32_t events);
+
 static int watch_run(struct jailer *j, struct run *run)
 {
-        run->w_chan = (struct watch){.kind = W_CHAN, .run = run};
-        run->w_timer = (struct watch){.kind = W_TIMER, .run = run};
-        run->w_listener = (struct watch){.kind = W_LISTENER, .run = run};
-        run->w_sync = (struct watch){.kind = W_SYNC, .run = run};
-        int r = jailer_watch(j, run->sync, &run->w_sync);
+        run->w_chan = (struct watch){.fn = on_chan_event, .data = run};
+        run->w_timer = (struct watch){.fn = on_timer_event, .data = run};
+        run->w_listener = (struct watch){.fn = on_listener_event, .data = run};
+        run->w_sync = (struct watch){.fn = on_sync_event, .data = run};
+        run->w_pidfd = (struct watch){.fn = on_exit_event, .data = run};
+        run->w_report = (struct watch){.fn = on_report_event, .data = run};
+        int r = loop_watch(j->loop, run->sync, &run->w_sync);
         if (r == 0)
-                r = jailer_watch(j, run->timerfd, &run->w_timer);
+                r = loop_watch(j->loop, run->timerfd, &run->w_timer);
         if (r == 0 && run->chan >= 0)
-                r = jailer_watch(j, run->chan, &run->w_chan);
+                r = loop_watch(j->loop, run->chan, &run->w_chan);
         return r;
 }
 
@@ -254,7 +282,7 @@ static void release_fds(struct jailer *j, struct run *run)
         int *fds[] = {&run->chan,   &run->timerfd, &run->sync,  &run->listener, &run->pidfd,
                       &run->code_w, &run->out_r,   &run->err_r, &run->report_r};
         for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
-                jailer_unwatch(j, *fds[i]);
+                loop_unwatch(j->loop, *fds[i]);
                 *fds[i] = safe_close(*fds[i]);
         }
 }
@@ -304,13 +332,16 @@ static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char
         return 0;
 }
 
-int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool, int chan,
-               const char *trace, char *err, size_t errlen)
+int run_create(struct jailer *j, struct lang_slot *slot, bool network,
+               const struct run_owner *owner, struct pool *pool, int chan, const char *trace,
+               char *err, size_t errlen)
 {
         struct run *run = calloc(1, sizeof(*run));
         if (!run)
                 return -ENOMEM;
-        *run = (struct run){.slot = slot,
+        *run = (struct run){.j = j,
+                            .slot = slot,
+                            .owner = owner,
                             .pool = pool,
                             .network = network,
                             .warm = pool != NULL,
@@ -359,10 +390,9 @@ static void start_program(struct jailer *j, struct run *run)
         run->out_r = safe_close(run->out_r);
         run->err_r = safe_close(run->err_r);
         run->state = RUN_ACTIVE;
-        clock_gettime(CLOCK_MONOTONIC, &run->start);
-        run->w_report = (struct watch){.kind = W_REPORT, .run = run};
+        run->start_us = monotonic_us();
         if (r < 0 || arm_timer(run, j->cfg->worker_timeout) < 0 ||
-            (run->report_r >= 0 && jailer_watch(j, run->report_r, &run->w_report) < 0))
+            (run->report_r >= 0 && loop_watch(j->loop, run->report_r, &run->w_report) < 0))
                 run_kill(run, REASON_NONE); /* nobody to run it for */
         log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d warm=%d",
                   run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->pid, run->warm);
@@ -374,8 +404,9 @@ void run_assign(struct jailer *j, struct run *run, int chan, const char *trace)
         snprintf(run->trace, sizeof(run->trace), "%s", trace);
         run->counted = true;
         j->n_active++;
+        run->owner = NULL;
         run->pool = NULL;
-        if (jailer_watch(j, run->chan, &run->w_chan) < 0)
+        if (loop_watch(j->loop, run->chan, &run->w_chan) < 0)
                 run_kill(run, REASON_NONE);
         start_program(j, run);
 }
@@ -390,10 +421,14 @@ static void ready(struct jailer *j, struct run *run)
         run->state = RUN_ARMED;
         struct itimerspec off = {0};
         timerfd_settime(run->timerfd, 0, &off, NULL);
-        warm_on_armed(j, run);
+        /* nobody to serve (a request that went away meanwhile): not kept */
+        if (run->owner)
+                run->owner->armed(j, run);
+        else
+                run_retire(run);
 }
 
-void run_on_sync(struct jailer *j, struct run *run)
+static void run_on_sync(struct jailer *j, struct run *run)
 {
         for (;;) {
                 struct jail_sync_msg m;
@@ -403,12 +438,12 @@ void run_on_sync(struct jailer *j, struct run *run)
                         return;
                 if (r == 1 && m.type == SYNC_LISTENER && fd >= 0 && run->listener < 0) {
                         run->listener = fd;
-                        if (jailer_watch(j, run->listener, &run->w_listener) < 0)
+                        if (loop_watch(j->loop, run->listener, &run->w_listener) < 0)
                                 fail_start(run, "epoll on the listener failed", NULL);
                         continue;
                 }
                 safe_close(fd);
-                jailer_unwatch(j, run->sync);
+                loop_unwatch(j->loop, run->sync);
                 run->sync = safe_close(run->sync);
                 if (r == 1 && m.type == SYNC_READY && run->listener >= 0)
                         ready(j, run);
@@ -442,10 +477,10 @@ static void on_forbidden(struct jailer *j, struct run *run)
         seccomp_notify_respond(run->listener, j->resp);
 }
 
-void run_on_listener(struct jailer *j, struct run *run, uint32_t events)
+static void run_on_listener(struct jailer *j, struct run *run, uint32_t events)
 {
         if (!(events & EPOLLIN)) {
-                jailer_unwatch(j, run->listener);
+                loop_unwatch(j->loop, run->listener);
                 return;
         }
         if (run->state == RUN_SPAWNING && !run->zygote && !run->exec_done) {
@@ -457,7 +492,7 @@ void run_on_listener(struct jailer *j, struct run *run, uint32_t events)
         on_forbidden(j, run);
 }
 
-void run_on_chan(struct jailer *j, struct run *run)
+static void run_on_chan(struct jailer *j, struct run *run)
 {
         struct proto_header h;
         int fd;
@@ -470,12 +505,12 @@ void run_on_chan(struct jailer *j, struct run *run)
                 return;
         }
         /* EOF or garbage: nobody is waiting for this run any more. */
-        jailer_unwatch(j, run->chan);
+        loop_unwatch(j->loop, run->chan);
         run->chan = safe_close(run->chan);
         run_kill(run, REASON_NONE);
 }
 
-void run_on_timer(struct jailer *j, struct run *run)
+static void run_on_timer(struct jailer *j, struct run *run)
 {
         uint64_t ticks;
         if (read(run->timerfd, &ticks, sizeof(ticks)) != sizeof(ticks))
@@ -488,7 +523,8 @@ void run_on_timer(struct jailer *j, struct run *run)
         if (run->pid <= 0) {
                 /* still waiting for the zygote's answer: it hangs */
                 log_error(run->trace, "zygote.unresponsive", "effect=\"restarting it\"");
-                warm_stop(j);
+                if (j->spawner)
+                        j->spawner->hung(j);
         }
 }
 
@@ -533,12 +569,12 @@ static void answer(struct jailer *j, struct run *run, int status, const struct r
                 cgroup_run_stats(run->cg, &st);
         struct proto_result res = {.hdr = {PROTO_MAGIC, PROTO_RESULT},
                                    .status = RUN_STATUS_DONE,
-                                   .wall_us = jailer_elapsed_us(&run->start)};
+                                   .wall_us = (uint64_t)(monotonic_us() - run->start_us)};
         classify(run, status, ru, &st, j->cfg->cpu_seconds, &res);
         if (reaped)
                 release_identity(j, run); /* groups gone, UID back: then answer */
         if (run->net_addr)
-                jailer_read_refusals(j); /* the last ones may still wait */
+                run_read_refusals(j); /* the last ones may still wait */
         log_info(run->trace, "run.done",
                  "lang=%s warm=%d exit_code=%d reason=%u signal=%d wall_ms=%llu cpu_ms=%llu "
                  "memory_peak=%llu network=%d net_refused=%u",
@@ -581,13 +617,13 @@ static void answer_early(struct jailer *j, struct run *run)
 /* The program reported its exit code: it is over, end it now rather than
  * wait for its runtime's tear-down. Whatever it wrote is its exit status,
  * as much its own choice as calling exit would be. */
-void run_on_report(struct jailer *j, struct run *run)
+static void run_on_report(struct jailer *j, struct run *run)
 {
         char buf[16];
         ssize_t n = read(run->report_r, buf, sizeof(buf) - 1);
         if (n < 0 && errno == EAGAIN)
                 return;
-        jailer_unwatch(j, run->report_r);
+        loop_unwatch(j->loop, run->report_r);
         run->report_r = safe_close(run->report_r);
         if (n <= 0 || run->reported >= 0)
                 return;
@@ -623,7 +659,8 @@ static void finish_start(struct jailer *j, struct run *run, int status)
         release_identity(j, run);
         if (run->chan >= 0)
                 run_refuse(run->chan, RUN_STATUS_INTERNAL, run->failure);
-        warm_on_gone(j, run);
+        if (run->owner)
+                run->owner->gone(j, run);
 }
 
 void run_on_exit(struct jailer *j, struct run *run)
@@ -646,4 +683,84 @@ void run_on_exit(struct jailer *j, struct run *run)
         run->counted = false;
         release_fds(j, run);
         run->finished = true;
+}
+
+/* ---- network ---------------------------------------------------------------- */
+
+bool run_network_usable(const struct jailer *j)
+{
+        return !j->net_error[0];
+}
+
+static void on_refusal(void *data, const struct net_refusal *r)
+{
+        struct jailer *j = data;
+        struct run *run = j->runs;
+        while (run && !(run->net_addr == r->src && !run->finished))
+                run = run->next;
+        if (!run)
+                return; /* a run already gone: the counters have it */
+        char dst[INET_ADDRSTRLEN];
+        struct in_addr a = {.s_addr = htonl(r->dst)};
+        inet_ntop(AF_INET, &a, dst, sizeof(dst));
+        run->net_refused++;
+        log_info(run->trace, "run.net_refused", "dst=%s port=%u proto=%s reason=%s", dst,
+                 (unsigned)r->dport,
+                 r->proto == IPPROTO_TCP   ? "tcp"
+                 : r->proto == IPPROTO_UDP ? "udp"
+                                           : "other",
+                 r->reason);
+}
+
+void run_read_refusals(struct jailer *j)
+{
+        if (j->net)
+                net_refusals_read(j->net, on_refusal, j);
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+/* The loop's calls; a run that finished earlier in the same batch has
+ * closed its fds and waits to be freed: its stale events are dropped. */
+
+static void on_chan_event(void *data, uint32_t events)
+{
+        struct run *run = data;
+        if (!run->finished)
+                run_on_chan(run->j, run);
+}
+
+static void on_timer_event(void *data, uint32_t events)
+{
+        struct run *run = data;
+        if (!run->finished)
+                run_on_timer(run->j, run);
+}
+
+static void on_listener_event(void *data, uint32_t events)
+{
+        struct run *run = data;
+        if (!run->finished)
+                run_on_listener(run->j, run, events);
+}
+
+static void on_sync_event(void *data, uint32_t events)
+{
+        struct run *run = data;
+        if (!run->finished)
+                run_on_sync(run->j, run);
+}
+
+static void on_exit_event(void *data, uint32_t events)
+{
+        struct run *run = data;
+        if (!run->finished)
+                run_on_exit(run->j, run);
+}
+
+static void on_report_event(void *data, uint32_t events)
+{
+        struct run *run = data;
+        if (!run->finished)
+                run_on_report(run->j, run);
 }

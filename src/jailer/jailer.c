@@ -1,9 +1,12 @@
-/* The jailer loop (see jailer.h). One epoll set holds the control socket,
- * a signalfd, the HTTP process's pidfd, a one-second tick for retries and,
- * per run, its channel, pidfd, timerfd, sync socket and seccomp listener
- * (run.c), plus the zygote's socket and pidfd (warm.c). Handlers only mark
- * a run finished; finished runs are freed after the batch. */
-#include "pool/jailer.h"
+/* The jailer (see jailer.h), in src/jailer/ with its runs and pools. Its
+ * event loop (loop.c) watches the control socket, a signalfd, the HTTP
+ * process's pidfd, a one-second tick for retries and, each with its own
+ * callback, per run its channel, pidfd, timerfd, sync socket and seccomp
+ * listener (run.c), the zygote's socket and pidfd (warm.c) and pip's
+ * (src/deps/). jailer.c wires them: the pools to the dependency layer's
+ * switches. Handlers only mark a run finished; finished runs are freed
+ * after the batch. */
+#include "jailer/jailer.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -34,29 +38,9 @@
 #include "jail/cgroup.h"
 #include "jail/policy.h"
 #include "jail/uidpool.h"
-#include "pool/deps.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "jailer/internal.h"
 #include "runtime/runtime.h"
-
-uint64_t jailer_elapsed_us(const struct timespec *since)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return (uint64_t)(now.tv_sec - since->tv_sec) * 1000000u +
-               (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000);
-}
-
-int jailer_watch(struct jailer *j, int fd, struct watch *w)
-{
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = w};
-        return epoll_ctl(j->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
-}
-
-void jailer_unwatch(struct jailer *j, int fd)
-{
-        if (fd >= 0)
-                epoll_ctl(j->epfd, EPOLL_CTL_DEL, fd, NULL);
-}
 
 /* ---- start-up ---------------------------------------------------------- */
 
@@ -82,6 +66,10 @@ static int build_filters(struct jailer *j, struct lang_slot *s, char *err, size_
         return 0;
 }
 
+static void on_signal(void *data, uint32_t events);
+static void on_tick(void *data, uint32_t events);
+static void on_refusals(void *data, uint32_t events);
+
 static int setup_loop(struct jailer *j, char *err, size_t errlen)
 {
         sigset_t mask;
@@ -91,9 +79,13 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
         sigaddset(&mask, SIGHUP);
         /* the first tick at once: it starts the first dependency install */
         struct itimerspec tick = {.it_value = {.tv_nsec = 1}, .it_interval = {.tv_sec = 1}};
+        int r = loop_new(&j->loop);
+        if (r < 0) {
+                snprintf(err, errlen, "event loop: %s", strerror(-r));
+                return r;
+        }
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ||
             (j->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ||
-            (j->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
             (j->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) < 0 ||
             timerfd_settime(j->tickfd, 0, &tick, NULL) < 0) {
                 snprintf(err, errlen, "event loop: %s", strerror(errno));
@@ -103,13 +95,13 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
                 snprintf(err, errlen, "seccomp notifications are not supported by this kernel");
                 return -ENOTSUP;
         }
-        j->w_sig = (struct watch){.kind = W_SIGNAL};
-        j->w_tick = (struct watch){.kind = W_TICK};
-        j->w_net = (struct watch){.kind = W_NET_REFUSED};
-        int r = jailer_watch(j, j->sigfd, &j->w_sig);
+        j->w_sig = (struct watch){.fn = on_signal, .data = j};
+        j->w_tick = (struct watch){.fn = on_tick, .data = j};
+        j->w_net = (struct watch){.fn = on_refusals, .data = j};
+        r = loop_watch(j->loop, j->sigfd, &j->w_sig);
         if (r == 0 && j->net && net_refusal_fd(j->net) >= 0)
-                r = jailer_watch(j, net_refusal_fd(j->net), &j->w_net);
-        return r < 0 ? r : jailer_watch(j, j->tickfd, &j->w_tick);
+                r = loop_watch(j->loop, net_refusal_fd(j->net), &j->w_net);
+        return r < 0 ? r : loop_watch(j->loop, j->tickfd, &j->w_tick);
 }
 
 /* Node.js is optional: a host without it still serves Python, and nodejs
@@ -119,11 +111,6 @@ static void add_optional_node(struct jailer *j)
         char err[256] = "";
         if (runtime_node_new(j->cfg, &j->langs[LANG_NODEJS].rt, err, sizeof(err)) < 0)
                 log_warn(NULL, "runtime.unavailable", "language=nodejs error=%s", log_q(err));
-}
-
-bool jailer_network_usable(const struct jailer *j)
-{
-        return !j->net_error[0];
 }
 
 /* Namespace mode: build the runs' network. A host that cannot is not a
@@ -151,13 +138,18 @@ static void setup_network(struct jailer *j)
         log_error(NULL, "network.unavailable", "error=%s", log_q(j->net_error));
 }
 
+/* A new dependency layer: armed Python runs hold the old one. */
+static void drain_python_pools(struct jailer *j)
+{
+        warm_drain(j, LANG_PYTHON3);
+}
+
 int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t errlen)
 {
         struct jailer *j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
         *j = (struct jailer){.cfg = cfg,
-                             .epfd = -1,
                              .sigfd = -1,
                              .ctrl = -1,
                              .http_pidfd = -1,
@@ -189,6 +181,7 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                 setup_network(j);
         if (r == 0)
                 r = setup_loop(j, err, errlen);
+        j->layer_switched = drain_python_pools;
         if (r == 0)
                 r = deps_init(j, err, errlen);
         if (r < 0) {
@@ -219,7 +212,7 @@ struct jailer *jailer_free(struct jailer *j)
         cgroup_root_free(j->cg);
         if (j->notif)
                 seccomp_notify_free(j->notif, j->resp);
-        safe_close(j->epfd);
+        loop_free(j->loop);
         safe_close(j->sigfd);
         safe_close(j->tickfd);
         safe_close(j->http_pidfd);
@@ -252,7 +245,8 @@ static bool fd_is(int fd, mode_t type)
 static bool run_msg_valid(const struct proto_run *m, const int *fds, size_t nf)
 {
         return nf == 1 && m->hdr.magic == PROTO_MAGIC && m->hdr.type == PROTO_RUN &&
-               m->language > 0 && m->language < 3 && m->network <= 1 && fd_is(fds[0], S_IFSOCK);
+               m->language > 0 && m->language < PROTO_LANG_SLOTS && m->network <= 1 &&
+               fd_is(fds[0], S_IFSOCK);
 }
 
 static void sanitize_trace(char *t)
@@ -290,9 +284,10 @@ static void start_run(struct jailer *j, struct lang_slot *slot, struct proto_run
                 return;
         }
         char err[200] = "";
-        int r = run_create(j, slot, m->network, NULL, chan, m->trace_id, err, sizeof(err));
+        int r = run_create(j, slot, m->network, NULL, NULL, chan, m->trace_id, err, sizeof(err));
         if (r == -EAGAIN && reap_answered(j))
-                r = run_create(j, slot, m->network, NULL, chan, m->trace_id, err, sizeof(err));
+                r = run_create(j, slot, m->network, NULL, NULL, chan, m->trace_id, err,
+                               sizeof(err));
         if (r == -EAGAIN)
                 run_refuse(chan, RUN_STATUS_NO_IDENTITY, NULL);
         else if (r < 0) {
@@ -351,7 +346,7 @@ static void serve_pending(struct jailer *j)
 static void serve(struct jailer *j, struct proto_run *m, int chan)
 {
         struct lang_slot *slot = &j->langs[m->language];
-        char msg[320] = "";
+        char msg[sizeof(j->net_error)] = "";
         enum run_status refusal = RUN_STATUS_INTERNAL;
         if (wait_for_dying(j, m, chan))
                 return;
@@ -363,7 +358,7 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
                          "%s is not available on this host (%s was not found at start-up)",
                          m->language == LANG_NODEJS ? "nodejs" : "python3",
                          m->language == LANG_NODEJS ? "nodejs_path" : "python_path");
-        } else if (m->network && !jailer_network_usable(j)) {
+        } else if (m->network && !run_network_usable(j)) {
                 snprintf(msg, sizeof(msg), "%s", j->net_error);
         } else {
                 start_run(j, slot, m, chan);
@@ -383,7 +378,7 @@ static void distrust_http(struct jailer *j, const char *why, int *fds, size_t nf
                 safe_close(fds[i]);
         log_error(NULL, "ipc.bad_message", "error=%s effect=\"the HTTP process is killed\"",
                   log_q(why));
-        jailer_unwatch(j, j->ctrl);
+        loop_unwatch(j->loop, j->ctrl);
         j->ctrl_closed = true;
         if (j->http_pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, j->http_pidfd, SIGKILL, NULL, 0);
@@ -419,15 +414,16 @@ static void on_deps_msg(struct jailer *j)
 
 /* The menu: RUN and DEPS, told apart by the header; anything else ends the
  * HTTP process (distrust_http). */
-static void on_ctrl(struct jailer *j)
+static void on_ctrl(void *data, uint32_t events)
 {
+        struct jailer *j = data;
         for (;;) {
                 struct proto_header h;
                 ssize_t n = RETRY_EINTR(recv(j->ctrl, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT));
                 if (n < 0 && errno == EAGAIN)
                         return;
                 if (n == 0) { /* the HTTP process closed its end */
-                        jailer_unwatch(j, j->ctrl);
+                        loop_unwatch(j->loop, j->ctrl);
                         return;
                 }
                 if (n == (ssize_t)sizeof(h) && h.magic == PROTO_MAGIC && h.type == PROTO_DEPS)
@@ -461,9 +457,8 @@ static void begin_stop(struct jailer *j, const char *why)
         warm_stop(j);
         if (!j->http_gone)
                 kill(j->http_pid, SIGTERM);
-        clock_gettime(CLOCK_MONOTONIC, &j->stop_deadline);
         /* The HTTP side lets running requests finish: at most one deadline. */
-        j->stop_deadline.tv_sec += j->cfg->worker_timeout + 10;
+        j->stop_deadline_ms = monotonic_ms() + ((int64_t)j->cfg->worker_timeout + 10) * 1000;
 }
 
 /* SIGHUP: log rotation. Reopen log_path's file and hand it to the HTTP
@@ -483,8 +478,9 @@ static void reopen_log(struct jailer *j)
         log_info(NULL, "log.reopened", "%s", "");
 }
 
-static void on_signal(struct jailer *j)
+static void on_signal(void *data, uint32_t events)
 {
+        struct jailer *j = data;
         struct signalfd_siginfo si;
         while (read(j->sigfd, &si, sizeof(si)) == sizeof(si)) {
                 if (si.ssi_signo == SIGHUP) {
@@ -499,13 +495,14 @@ static void on_signal(struct jailer *j)
         }
 }
 
-static void on_http_exit(struct jailer *j)
+static void on_http_exit(void *data, uint32_t events)
 {
+        struct jailer *j = data;
         int status = 0;
         if (RETRY_EINTR(waitpid(j->http_pid, &status, WNOHANG)) <= 0)
                 return;
         j->http_gone = true;
-        jailer_unwatch(j, j->http_pidfd);
+        loop_unwatch(j->loop, j->http_pidfd);
         bool clean = j->stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!clean) {
                 log_error(NULL, "http.died", "status=%d", status);
@@ -611,34 +608,9 @@ static void publish_memory(struct jailer *j)
                      resident_bytes(atomic_load(&j->stats->zygote_pid)));
 }
 
-static void on_refusal(void *data, const struct net_refusal *r)
+static void on_tick(void *data, uint32_t events)
 {
         struct jailer *j = data;
-        struct run *run = j->runs;
-        while (run && !(run->net_addr == r->src && !run->finished))
-                run = run->next;
-        if (!run)
-                return; /* a run already gone: the counters have it */
-        char dst[INET_ADDRSTRLEN];
-        struct in_addr a = {.s_addr = htonl(r->dst)};
-        inet_ntop(AF_INET, &a, dst, sizeof(dst));
-        run->net_refused++;
-        log_info(run->trace, "run.net_refused", "dst=%s port=%u proto=%s reason=%s", dst,
-                 (unsigned)r->dport,
-                 r->proto == IPPROTO_TCP   ? "tcp"
-                 : r->proto == IPPROTO_UDP ? "udp"
-                                           : "other",
-                 r->reason);
-}
-
-void jailer_read_refusals(struct jailer *j)
-{
-        if (j->net)
-                net_refusals_read(j->net, on_refusal, j);
-}
-
-static void on_tick(struct jailer *j)
-{
         uint64_t ticks;
         if (read(j->tickfd, &ticks, sizeof(ticks)) != sizeof(ticks))
                 return;
@@ -649,72 +621,9 @@ static void on_tick(struct jailer *j)
         publish_memory(j);
 }
 
-static void dispatch_run(struct jailer *j, struct run *run, const struct epoll_event *ev,
-                         enum watch_kind kind)
+static void on_refusals(void *data, uint32_t events)
 {
-        switch (kind) {
-        case W_CHAN:
-                run_on_chan(j, run);
-                break;
-        case W_TIMER:
-                run_on_timer(j, run);
-                break;
-        case W_LISTENER:
-                run_on_listener(j, run, ev->events);
-                break;
-        case W_SYNC:
-                run_on_sync(j, run);
-                break;
-        case W_PIDFD:
-                run_on_exit(j, run);
-                break;
-        case W_REPORT:
-                run_on_report(j, run);
-                break;
-        default:
-                break;
-        }
-}
-
-static void dispatch(struct jailer *j, const struct epoll_event *ev)
-{
-        struct watch *w = ev->data.ptr;
-        if (w->run) {
-                if (!w->run->finished)
-                        dispatch_run(j, w->run, ev, w->kind);
-                return;
-        }
-        switch (w->kind) {
-        case W_CTRL:
-                on_ctrl(j);
-                break;
-        case W_SIGNAL:
-                on_signal(j);
-                break;
-        case W_HTTP:
-                on_http_exit(j);
-                break;
-        case W_TICK:
-                on_tick(j);
-                break;
-        case W_ZYGOTE:
-                zygote_on_message(j, w->zygote);
-                break;
-        case W_ZYGOTE_EXIT:
-                zygote_on_exit(j, w->zygote);
-                break;
-        case W_DEPS_OUT:
-                deps_on_output(j);
-                break;
-        case W_DEPS_EXIT:
-                deps_on_exit(j);
-                break;
-        case W_NET_REFUSED:
-                jailer_read_refusals(j);
-                break;
-        default:
-                break;
-        }
+        run_read_refusals(data);
 }
 
 static void sweep(struct jailer *j)
@@ -734,10 +643,7 @@ static int loop_timeout_ms(struct jailer *j)
 {
         if (!j->stopping || j->http_gone)
                 return -1;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t ms = (j->stop_deadline.tv_sec - now.tv_sec) * 1000 +
-                     (j->stop_deadline.tv_nsec - now.tv_nsec) / 1000000;
+        int64_t ms = j->stop_deadline_ms - monotonic_ms();
         if (ms <= 0) {
                 log_warn(NULL, "jailer.stop_deadline", "effect=\"killing the HTTP process\"");
                 kill(j->http_pid, SIGKILL);
@@ -753,10 +659,11 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         j->log_sock = log_sock;
         j->http_pid = http_pid;
         j->http_pidfd = (int)syscall(SYS_pidfd_open, http_pid, 0);
-        j->w_ctrl = (struct watch){.kind = W_CTRL};
-        j->w_http = (struct watch){.kind = W_HTTP};
-        if (j->http_pidfd < 0 || jailer_watch(j, ctrl_fd, &j->w_ctrl) < 0 ||
-            jailer_watch(j, j->http_pidfd, &j->w_http) < 0 || warm_init(j, err, sizeof(err)) < 0) {
+        j->w_ctrl = (struct watch){.fn = on_ctrl, .data = j};
+        j->w_http = (struct watch){.fn = on_http_exit, .data = j};
+        if (j->http_pidfd < 0 || loop_watch(j->loop, ctrl_fd, &j->w_ctrl) < 0 ||
+            loop_watch(j->loop, j->http_pidfd, &j->w_http) < 0 ||
+            warm_init(j, err, sizeof(err)) < 0) {
                 log_error(NULL, "jailer.start_failed", "error=%s",
                           log_q(*err ? err : strerror(errno)));
                 kill(http_pid, SIGKILL);
@@ -766,15 +673,12 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         warm_refill(j);
         warm_publish(j);
         while (!(j->http_gone && j->runs == NULL && !warm_zygote_alive(j))) {
-                struct epoll_event evs[32];
-                int n = epoll_wait(j->epfd, evs, ELEMENTSOF(evs), loop_timeout_ms(j));
-                if (n < 0 && errno != EINTR) {
-                        log_error(NULL, "jailer.epoll", "error=%s", log_q(strerror(errno)));
+                int n = loop_run_once(j->loop, loop_timeout_ms(j));
+                if (n < 0 && n != -EINTR) {
+                        log_error(NULL, "jailer.epoll", "error=%s", log_q(strerror(-n)));
                         kill_all(j);
                         return 1;
                 }
-                for (int i = 0; i < n; i++)
-                        dispatch(j, &evs[i]);
                 sweep(j);
                 serve_pending(j);
                 warm_refill(j);

@@ -1,6 +1,9 @@
-/* Shared state of the jailer's pieces: the event loop (jailer.c), the life
- * of one run (run.c) and warm execution (warm.c: pools of armed processes
- * and the Python zygote). Private to src/pool/. */
+/* src/jailer/: the jailer's pieces, one direction loop.c <- run.c <-
+ * warm.c <- jailer.c. The event loop (loop.c), the life of one run (run.c,
+ * using the dependency layer of src/deps/), warm execution (warm.c: pools
+ * of armed processes and the Python zygote) and the jailer that wires them
+ * (jailer.c). Private to src/jailer/ and src/deps/deps.c (whose state
+ * hangs off struct jailer). */
 #pragma once
 
 #include <linux/seccomp.h>
@@ -11,6 +14,7 @@
 
 #include "ipc/proto.h"
 #include "jail/policy.h"
+#include "jailer/loop.h"
 
 struct config;
 struct cgroup_root;
@@ -22,33 +26,30 @@ struct deps;
 struct layer;
 struct shared_stats;
 struct net;
-
-enum watch_kind {
-        W_CTRL,
-        W_SIGNAL,
-        W_HTTP,
-        W_CHAN,
-        W_PIDFD,
-        W_TIMER,
-        W_LISTENER,
-        W_SYNC,
-        W_ZYGOTE,
-        W_ZYGOTE_EXIT,
-        W_TICK,
-        W_REPORT,
-        W_DEPS_OUT,
-        W_DEPS_EXIT,
-        W_NET_REFUSED,
-};
-
-struct watch {
-        enum watch_kind kind;
-        struct run *run;
-        struct zygote *zygote; /* W_ZYGOTE, W_ZYGOTE_EXIT */
-};
+struct zygote_fds;
+struct run_limits;
 
 struct pool;
+struct run;
 struct pending;
+
+/* What a run tells the pool that asked for it (warm.c). A run without an
+ * owner (a request's, or one retired) that becomes armed is retired. */
+struct run_owner {
+        void (*armed)(struct jailer *j, struct run *run);
+        void (*gone)(struct jailer *j, struct run *run);
+};
+
+/* The zygote: a way of spawning a run other than a cold clone, set up by
+ * warm.c when it starts one. */
+struct run_spawner {
+        bool (*up)(const struct jailer *j);
+        /* ask for a warm child for run, with these fds and limits; 0 or -errno */
+        int (*spawn)(struct jailer *j, struct run *run, const struct zygote_fds *f,
+                     const struct run_limits *limits);
+        /* a spawn went unanswered past the start-up deadline */
+        void (*hung)(struct jailer *j);
+};
 
 struct lang_slot {
         struct runtime *rt;
@@ -68,8 +69,10 @@ struct run {
         struct run *pool_next;   /* armed runs of its pool, oldest first */
         struct run *zygote_next; /* runs waiting for the zygote's SPAWNED */
         struct watch w_chan, w_pidfd, w_timer, w_listener, w_sync, w_report;
+        struct jailer *j;
         struct lang_slot *slot;
-        struct pool *pool; /* the pool it refills when armed, or NULL */
+        const struct run_owner *owner; /* told when it is armed and gone, or NULL */
+        struct pool *pool;             /* its owner's pool, or NULL */
         enum run_state state;
         bool network, warm, zygote, exec_done, killed, finished, counted;
         bool retired;  /* killed on purpose before serving: not a failure */
@@ -88,12 +91,12 @@ struct run {
         char failure[160]; /* why the start failed, for the request's -500 */
         enum run_reason reason;
         int syscall_nr;
-        struct timespec start; /* of the program: when STARTED was sent */
+        int64_t start_us; /* monotonic_us() of the program: when STARTED was sent */
 };
 
 struct jailer {
         const struct config *cfg;
-        struct lang_slot langs[3]; /* by enum proto_language */
+        struct lang_slot langs[PROTO_LANG_SLOTS]; /* by enum proto_language */
         struct uidpool *uids;
         struct cgroup_root *cg;
         /* the Python zygote serving SPAWNs; while it is replaced
@@ -101,14 +104,18 @@ struct jailer {
          * and the one retiring */
         struct zygote *zygote, *zygote_next, *zygote_old;
         struct deps *deps;
-        struct shared_stats *stats; /* published for the HTTP process */
-        int stats_fd;               /* its sealed memfd, handed to the HTTP process */
-        struct net *net;            /* namespace mode with network: the runs' network */
-        char *resolv_conf;          /* the runs' /etc/resolv.conf with network, or NULL */
-        char net_error[320];        /* why runs with network are refused, or "" */
-        bool net_dirty;             /* a run with network ended since counters were read */
+        struct shared_stats *stats;        /* published for the HTTP process */
+        int stats_fd;                      /* its sealed memfd, handed to the HTTP process */
+        struct net *net;                   /* namespace mode with network: the runs' network */
+        const struct run_spawner *spawner; /* the zygote, once warm.c started one */
+        /* the dependency layer changed: runs holding the old one are stale */
+        void (*layer_switched)(struct jailer *j);
+        char *resolv_conf;   /* the runs' /etc/resolv.conf with network, or NULL */
+        char net_error[512]; /* why runs with network are refused, or "" */
+        bool net_dirty;      /* a run with network ended since counters were read */
         char **env[2];
-        int epfd, sigfd, ctrl, http_pidfd, tickfd;
+        struct loop *loop;
+        int sigfd, ctrl, http_pidfd, tickfd;
         int log_sock; /* to the HTTP process: the reopened log file */
         pid_t http_pid;
         struct watch w_ctrl, w_sig, w_http, w_tick, w_net;
@@ -121,30 +128,28 @@ struct jailer {
         bool stopping, http_gone;
         bool ctrl_closed; /* the HTTP process sent what is off the menu */
         int exit_code;
-        struct timespec stop_deadline;
+        int64_t stop_deadline_ms; /* monotonic_ms() */
 };
 
-/* jailer.c */
-/* Runs with network can be served (namespace mode set up, or host mode). */
-bool jailer_network_usable(const struct jailer *j);
-/* Take in the egress table's refusals, each told to its run's log. */
-void jailer_read_refusals(struct jailer *j);
-int jailer_watch(struct jailer *j, int fd, struct watch *w);
-void jailer_unwatch(struct jailer *j, int fd);
-uint64_t jailer_elapsed_us(const struct timespec *since);
-
 /* run.c */
-/* A new run of slot's language: for a request (chan >= 0), or to arm pool. */
-int run_create(struct jailer *j, struct lang_slot *slot, bool network, struct pool *pool, int chan,
-               const char *trace, char *err, size_t errlen);
+/* Runs with network can be served (namespace mode set up, or host mode). */
+bool run_network_usable(const struct jailer *j);
+/* Take in the egress table's refusals, each told to its run's log. */
+void run_read_refusals(struct jailer *j);
+/* A new run of slot's language: for a request (chan >= 0), or for a pool
+ * (owner and pool set). */
+int run_create(struct jailer *j, struct lang_slot *slot, bool network,
+               const struct run_owner *owner, struct pool *pool, int chan, const char *trace,
+               char *err, size_t errlen);
 /* Give an armed run to a request. */
 void run_assign(struct jailer *j, struct run *run, int chan, const char *trace);
 void run_kill(struct run *run, enum run_reason why);
-void run_on_sync(struct jailer *j, struct run *run);
-void run_on_listener(struct jailer *j, struct run *run, uint32_t events);
-void run_on_chan(struct jailer *j, struct run *run);
-void run_on_timer(struct jailer *j, struct run *run);
-void run_on_report(struct jailer *j, struct run *run);
+/* Kill a run on purpose before it served anything: detached from its
+ * owner, its exit is neither a pool failure nor worth an error line. */
+void run_retire(struct run *run);
+/* Watch the pidfd of a run whose process exists now. 0 or -errno. */
+int run_watch_exit(struct jailer *j, struct run *run);
+/* The run's process is gone (or never came): reap it and answer. */
 void run_on_exit(struct jailer *j, struct run *run);
 /* Send one RESULT that only carries a status (refusals). */
 void run_refuse(int chan, enum run_status status, const char *message);
@@ -156,15 +161,8 @@ void warm_free(struct jailer *j);
 struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network);
 /* Start spawns until every pool has its target (armed + spawning). */
 void warm_refill(struct jailer *j);
-void warm_on_armed(struct jailer *j, struct run *run);
-void warm_on_gone(struct jailer *j, struct run *run);
 /* Write pool sizes and the zygote's pid into the shared stats page. */
 void warm_publish(struct jailer *j);
-/* Zygote: ask for a warm child for run (its fds in fds[]); 0 or -errno. */
-int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds);
-bool zygote_up(const struct jailer *j);
-void zygote_on_message(struct jailer *j, struct zygote *z);
-void zygote_on_exit(struct jailer *j, struct zygote *z);
 void warm_on_tick(struct jailer *j);
 void warm_stop(struct jailer *j);
 /* Kill the armed runs of a language (they hold a stale layer); refilled. */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pool/deps.h"
+#include "deps/deps.h"
 
 uint64_t deps_hash(const char *data, size_t len, uint64_t h)
 {

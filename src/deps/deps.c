@@ -31,15 +31,17 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/file.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/util.h"
 #include "config/config.h"
 #include "ipc/channel.h"
 #include "ipc/proto.h"
-#include "pool/deps.h"
-#include "pool/deps_tree.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "deps/deps_tree.h"
+#include "jailer/internal.h"
 
 #define REQUIREMENTS_MAX (1 << 20)
 #define PIP_LOG_MAX (64 * 1024)
@@ -69,8 +71,8 @@ struct deps {
         struct strbuf log;
         char *staging;
         uint64_t job_hash;
-        bool timed_out; /* the running pip overran install_timeout */
-        struct timespec job_started;
+        bool timed_out;         /* the running pip overran install_timeout */
+        int64_t job_started_ms; /* monotonic_ms() */
         int waiters[MAX_WAITERS];
         size_t n_waiters;
         bool force_again;
@@ -79,30 +81,6 @@ struct deps {
 };
 
 /* ---- small pieces (the pure text helpers are in deps_text.c) -------------------- */
-
-/* A regular file (never a FIFO or device, which could block or never
- * end), at most max bytes; with O_NOFOLLOW in flags, not through a final
- * symlink (files written by pip's process are not trusted). */
-static int read_small(const char *path, int flags, size_t max, struct strbuf *sb)
-{
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
-        struct stat st;
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
-        strbuf_init(sb, max);
-        char buf[8192];
-        ssize_t n;
-        while ((n = read(fd, buf, sizeof(buf))) > 0)
-                if (strbuf_append(sb, buf, (size_t)n) < 0) {
-                        strbuf_free(sb);
-                        return -E2BIG;
-                }
-        return n < 0 ? -errno : 0;
-}
 
 static char *layer_path(const struct deps *d, const char *name)
 {
@@ -144,11 +122,13 @@ static json_t *scan_installed(const char *dir)
                 char path[4096], name[256], version[128];
                 struct strbuf sb;
                 struct stat st;
-                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-                if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+                if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+                        sizeof(path) ||
+                    lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                         continue; /* not through a symlink */
-                snprintf(path, sizeof(path), "%s/%s/METADATA", dir, de->d_name);
-                if (read_small(path, O_NOFOLLOW, 1 << 20, &sb) < 0)
+                if ((size_t)snprintf(path, sizeof(path), "%s/%s/METADATA", dir, de->d_name) >=
+                        sizeof(path) ||
+                    file_read(path, O_NOFOLLOW, 1 << 20, &sb) < 0) /* pip's files: untrusted */
                         continue;
                 if (deps_parse_metadata(sb.data ? sb.data : "", name, sizeof(name), version,
                                         sizeof(version)) == 0)
@@ -192,8 +172,8 @@ static void write_status(struct jailer *j)
                                "time", when, "message", d->message, "dependencies", d->installed,
                                "layer", d->current ? d->current->name : NULL, "hash", hash);
         char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", d->status_path);
-        if (!st || json_dump_file(st, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0644) < 0 ||
+        if (!st || (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", d->status_path) >= sizeof(tmp) ||
+            json_dump_file(st, tmp, JSON_COMPACT) < 0 || chmod(tmp, 0644) < 0 ||
             rename(tmp, d->status_path) < 0)
                 log_error(NULL, "deps.status_failed", "path=%s", log_q(d->status_path));
         json_decref(st);
@@ -284,7 +264,7 @@ static void answer_waiters(struct deps *d)
         d->n_waiters = 0;
 }
 
-static void finish(struct jailer *j, bool ok, const char *message)
+static void install_done(struct jailer *j, bool ok, const char *message)
 {
         struct deps *d = j->deps;
         d->attempted = true;
@@ -305,12 +285,13 @@ static void finish(struct jailer *j, bool ok, const char *message)
 static int switch_to(struct jailer *j, const char *name, uint64_t hash)
 {
         struct deps *d = j->deps;
+        char link[4096], tmp[4096];
+        if ((size_t)snprintf(link, sizeof(link), "%s/current", d->dir) >= sizeof(link) ||
+            (size_t)snprintf(tmp, sizeof(tmp), "%s/current.tmp", d->dir) >= sizeof(tmp))
+                return -ENAMETOOLONG;
         struct layer *l = name ? layer_new(d, name) : NULL;
         if (name && !l)
                 return -ENOMEM;
-        char link[4096], tmp[4096];
-        snprintf(link, sizeof(link), "%s/current", d->dir);
-        snprintf(tmp, sizeof(tmp), "%s/current.tmp", d->dir);
         unlink(tmp);
         if (name && (symlink(name, tmp) < 0 || rename(tmp, link) < 0))
                 return -errno;
@@ -321,7 +302,8 @@ static int switch_to(struct jailer *j, const char *name, uint64_t hash)
         d->have_hash = true;
         collect(d);
         /* armed Python runs have the old layer bound: new runs get the new one */
-        warm_drain(j, LANG_PYTHON3);
+        if (j->layer_switched)
+                j->layer_switched(j);
         return 0;
 }
 
@@ -343,12 +325,12 @@ static void on_pip_done(struct jailer *j, int status)
                 snprintf(msg, sizeof(msg), "pip %s: %s", why, len > 900 ? tail + len - 900 : tail);
                 if (staging)
                         remove_tree(d, name);
-                finish(j, false, msg);
+                install_done(j, false, msg);
                 return;
         }
         char home[300];
-        snprintf(home, sizeof(home), "%s/.home", name);
-        remove_tree(d, home);
+        if ((size_t)snprintf(home, sizeof(home), "%s/.home", name) < sizeof(home))
+                remove_tree(d, home);
         json_t *inst = NULL;
         int r = deps_tree_seal(d->dirfd, name, d->uid);
         if (r < 0)
@@ -357,20 +339,20 @@ static void on_pip_done(struct jailer *j, int status)
         if (r < 0 || !(inst = scan_installed(staging)) || switch_to(j, name, d->job_hash) < 0) {
                 json_decref(inst);
                 remove_tree(d, name);
-                finish(j, false, "could not seal or switch to the new layer");
+                install_done(j, false, "could not seal or switch to the new layer");
                 return;
         }
         json_decref(d->installed);
         d->installed = inst;
-        finish(j, true, "");
+        install_done(j, true, "");
 }
+
+/* Options pip_argv() adds to the fixed ones: at most --only-binary and
+ * the mirror's four. */
+#define PIP_ARGV_OPTIONAL 5
 
 static char **pip_argv(const struct config *c, const char *staging)
 {
-        char **v = calloc(24, sizeof(char *));
-        size_t n = 0;
-        if (!v)
-                return NULL;
         const char *fixed[] = {c->python_path,
                                "-m",
                                "pip",
@@ -385,6 +367,10 @@ static char **pip_argv(const struct config *c, const char *staging)
                                staging,
                                "-r",
                                ".home/requirements.txt"};
+        char **v = calloc(ELEMENTSOF(fixed) + PIP_ARGV_OPTIONAL + 1, sizeof(char *));
+        size_t n = 0;
+        if (!v)
+                return NULL;
         for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
                 v[n++] = (char *)fixed[i];
         if (!c->source_builds)
@@ -399,11 +385,13 @@ static char **pip_argv(const struct config *c, const char *staging)
                 /* an http:// mirror works without more flags */
                 if (strncmp(c->python_pip_mirror_url, "http://", 7) == 0) {
                         static char host[256];
-                        snprintf(host, sizeof(host), "%.*s",
-                                 (int)strcspn(c->python_pip_mirror_url + 7, "/:@"),
-                                 c->python_pip_mirror_url + 7);
-                        v[n++] = (char *)"--trusted-host";
-                        v[n++] = host;
+                        int len = (int)strcspn(c->python_pip_mirror_url + 7, "/:@");
+                        /* a host name is at most 253 bytes: else pip says what is wrong */
+                        if ((size_t)snprintf(host, sizeof(host), "%.*s", len,
+                                             c->python_pip_mirror_url + 7) < sizeof(host)) {
+                                v[n++] = (char *)"--trusted-host";
+                                v[n++] = host;
+                        }
                 }
         }
         return v;
@@ -429,6 +417,10 @@ static bool passed_to_pip(const char *entry)
         return false;
 }
 
+/* Entries of pip's environment that are lockbox's own: PATH, LANG, HOME,
+ * TMPDIR and the two proxies. */
+#define PIP_OWN_ENV 6
+
 /* The child: the installer's UID, no privileges, in the staging directory. */
 static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
 {
@@ -437,12 +429,13 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         /* pip's temporary files go into its HOME, in the staging tree: a
          * killed install leaves nothing in the host's /tmp */
         char home[4096], tmp[4096];
-        snprintf(home, sizeof(home), "HOME=%s/.home", staging);
-        snprintf(tmp, sizeof(tmp), "TMPDIR=%s/.home", staging);
+        if ((size_t)snprintf(home, sizeof(home), "HOME=%s/.home", staging) >= sizeof(home) ||
+            (size_t)snprintf(tmp, sizeof(tmp), "TMPDIR=%s/.home", staging) >= sizeof(tmp))
+                _exit(126);
         size_t n_environ = 0;
         for (char **e = environ; e && *e; e++)
                 n_environ++;
-        char **envp = calloc(n_environ + 7, sizeof(char *));
+        char **envp = calloc(n_environ + PIP_OWN_ENV + 1, sizeof(char *));
         if (!envp)
                 _exit(126);
         size_t ne = 0;
@@ -451,10 +444,18 @@ static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
         envp[ne++] = home;
         envp[ne++] = tmp;
         char hp[600], sp[600];
-        if (*c->proxy_http && snprintf(hp, sizeof(hp), "HTTP_PROXY=%s", c->proxy_http) > 0)
+        /* a proxy that does not fit is no reason to go around it */
+        if (*c->proxy_http) {
+                if ((size_t)snprintf(hp, sizeof(hp), "HTTP_PROXY=%s", c->proxy_http) >= sizeof(hp))
+                        _exit(126);
                 envp[ne++] = hp;
-        if (*c->proxy_https && snprintf(sp, sizeof(sp), "HTTPS_PROXY=%s", c->proxy_https) > 0)
+        }
+        if (*c->proxy_https) {
+                if ((size_t)snprintf(sp, sizeof(sp), "HTTPS_PROXY=%s", c->proxy_https) >=
+                    sizeof(sp))
+                        _exit(126);
                 envp[ne++] = sp;
+        }
         for (char **e = environ; e && *e; e++)
                 if (passed_to_pip(*e))
                         envp[ne++] = *e;
@@ -554,6 +555,9 @@ static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
         return 0;
 }
 
+static void on_output_event(void *data, uint32_t events);
+static void on_exit_event(void *data, uint32_t events);
+
 static int start_pip(struct jailer *j, const struct strbuf *reqs)
 {
         struct deps *d = j->deps;
@@ -574,19 +578,19 @@ static int start_pip(struct jailer *j, const struct strbuf *reqs)
         d->out = out[0];
         d->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         strbuf_init(&d->log, PIP_LOG_MAX);
-        clock_gettime(CLOCK_MONOTONIC, &d->job_started);
+        d->job_started_ms = monotonic_ms();
         d->timed_out = false;
-        d->w_out = (struct watch){.kind = W_DEPS_OUT};
-        d->w_exit = (struct watch){.kind = W_DEPS_EXIT};
-        if ((r = jailer_watch(j, d->out, &d->w_out)) < 0 ||
-            (r = jailer_watch(j, d->pidfd, &d->w_exit)) < 0)
+        d->w_out = (struct watch){.fn = on_output_event, .data = j};
+        d->w_exit = (struct watch){.fn = on_exit_event, .data = j};
+        if ((r = loop_watch(j->loop, d->out, &d->w_out)) < 0 ||
+            (r = loop_watch(j->loop, d->pidfd, &d->w_exit)) < 0)
                 kill(pid, SIGKILL);
         log_info(NULL, "deps.installing", "pid=%d", (int)pid);
         return r;
 }
 
 /* Check the requirements and install if asked (force) or needed. */
-static void begin(struct jailer *j, bool force)
+static void check_and_install(struct jailer *j, bool force)
 {
         struct deps *d = j->deps;
         if (d->pid > 0) {
@@ -594,7 +598,7 @@ static void begin(struct jailer *j, bool force)
                 return;
         }
         struct strbuf reqs = {0};
-        int r = read_small(j->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
+        int r = file_read(j->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
         if (r == -ENOENT) {
                 strbuf_init(&reqs, 0);
                 r = 0;
@@ -603,7 +607,7 @@ static void begin(struct jailer *j, bool force)
                 char msg[256];
                 snprintf(msg, sizeof(msg), "cannot read %s: %s", j->cfg->python_requirements,
                          strerror(-r));
-                finish(j, false, msg);
+                install_done(j, false, msg);
                 return;
         }
         const struct config *c = j->cfg;
@@ -616,7 +620,7 @@ static void begin(struct jailer *j, bool force)
                  * by an earlier life of the service): nothing to do */
                 strbuf_free(&reqs);
                 if (!d->attempted)
-                        finish(j, true, "");
+                        install_done(j, true, "");
                 return;
         }
         d->job_hash = h;
@@ -626,7 +630,7 @@ static void begin(struct jailer *j, bool force)
                 json_decref(d->installed);
                 d->installed = json_array();
                 switch_to(j, NULL, h);
-                finish(j, true, "");
+                install_done(j, true, "");
                 return;
         }
         r = start_pip(j, &reqs);
@@ -637,12 +641,12 @@ static void begin(struct jailer *j, bool force)
                 if (d->staging)
                         remove_tree(d, strrchr(d->staging, '/') + 1);
                 free(TAKE_PTR(d->staging));
-                finish(j, false, msg);
+                install_done(j, false, msg);
         }
         write_status(j);
 }
 
-void deps_on_output(struct jailer *j)
+static void deps_on_output(struct jailer *j)
 {
         struct deps *d = j->deps;
         char buf[4096];
@@ -657,12 +661,12 @@ void deps_on_output(struct jailer *j)
                 }
         }
         if (n == 0) {
-                jailer_unwatch(j, d->out);
+                loop_unwatch(j->loop, d->out);
                 d->out = safe_close(d->out);
         }
 }
 
-void deps_on_exit(struct jailer *j)
+static void deps_on_exit(struct jailer *j)
 {
         struct deps *d = j->deps;
         int status = 0;
@@ -670,7 +674,7 @@ void deps_on_exit(struct jailer *j)
                 return;
         if (d->out >= 0)
                 deps_on_output(j);
-        jailer_unwatch(j, d->pidfd);
+        loop_unwatch(j->loop, d->pidfd);
         d->pidfd = safe_close(d->pidfd);
         d->out = safe_close(d->out);
         d->pid = 0;
@@ -678,8 +682,18 @@ void deps_on_exit(struct jailer *j)
         strbuf_free(&d->log);
         if (d->force_again) {
                 d->force_again = false;
-                begin(j, true);
+                check_and_install(j, true);
         }
+}
+
+static void on_output_event(void *data, uint32_t events)
+{
+        deps_on_output(data);
+}
+
+static void on_exit_event(void *data, uint32_t events)
+{
+        deps_on_exit(data);
 }
 
 bool deps_owns(const struct jailer *j, pid_t pid)
@@ -693,9 +707,7 @@ void deps_on_tick(struct jailer *j)
         if (!d || j->stopping)
                 return;
         if (d->pid > 0) {
-                struct timespec now;
-                clock_gettime(CLOCK_MONOTONIC, &now);
-                if (now.tv_sec - d->job_started.tv_sec >= j->cfg->install_timeout &&
+                if (monotonic_ms() - d->job_started_ms >= j->cfg->install_timeout * 1000LL &&
                     !d->timed_out) {
                         d->timed_out = true;
                         syscall(SYS_pidfd_send_signal, d->pidfd, SIGTERM, NULL, 0);
@@ -705,7 +717,7 @@ void deps_on_tick(struct jailer *j)
         time_t now = time(NULL);
         if (!d->attempted || (j->cfg->python_deps_update_interval > 0 && now >= d->next_check)) {
                 d->next_check = now + j->cfg->python_deps_update_interval;
-                begin(j, false);
+                check_and_install(j, false);
         }
 }
 
@@ -723,7 +735,7 @@ void deps_request(struct jailer *j, int chan)
         if (d->pid > 0)
                 d->force_again = true; /* after the one running, one with today's file */
         else
-                begin(j, true);
+                check_and_install(j, true);
 }
 
 /* What status.json says `current` was built from, if it is about the
@@ -750,8 +762,9 @@ static void adopt_hash(struct deps *d)
 static void adopt(struct deps *d)
 {
         char link[4096], target[256];
-        snprintf(link, sizeof(link), "%s/current", d->dir);
-        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        ssize_t n = -1;
+        if ((size_t)snprintf(link, sizeof(link), "%s/current", d->dir) < sizeof(link))
+                n = readlink(link, target, sizeof(target) - 1);
         if (n > 0 && (target[n] = '\0', strncmp(target, "layer-", 6) == 0 && !strchr(target, '/')))
                 d->current = layer_new(d, target);
         if (d->current) {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
@@ -32,8 +33,8 @@
 #include "ipc/zygote_proto.h"
 #include "jail/cgroup.h"
 #include "jail/uidpool.h"
-#include "pool/deps.h"
-#include "pool/internal.h"
+#include "deps/deps.h"
+#include "jailer/internal.h"
 #include "runtime/runtime.h"
 
 struct pool {
@@ -43,40 +44,23 @@ struct pool {
         unsigned target, armed, spawning;
         struct run *head, *tail; /* armed, oldest first */
         unsigned failures;
-        struct timespec retry_at;
+        int64_t retry_at_ms; /* monotonic_ms() */
 };
 
 struct zygote {
+        struct jailer *j;
         pid_t pid;
         int pidfd, sock;
         bool ready, disabled;
         bool retiring; /* replaced: serves no more SPAWNs, killed once none is pending */
         unsigned runs; /* SPAWNs it was sent */
-        struct timespec ready_at, rotate_after;
+        int64_t ready_at_ms, rotate_after_ms; /* monotonic_ms() */
         struct watch w_sock, w_exit;
         struct run *head, *tail; /* runs waiting for SPAWNED, in order */
         unsigned failures;
-        struct timespec retry_at;
+        int64_t retry_at_ms; /* monotonic_ms() */
         char binary[PATH_MAX];
 };
-
-static void now_plus(struct timespec *t, unsigned ms)
-{
-        clock_gettime(CLOCK_MONOTONIC, t);
-        t->tv_sec += ms / 1000;
-        t->tv_nsec += (long)(ms % 1000) * 1000000;
-        if (t->tv_nsec >= 1000000000) {
-                t->tv_sec++;
-                t->tv_nsec -= 1000000000;
-        }
-}
-
-static bool due(const struct timespec *t)
-{
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
-}
 
 /* 100 ms, 200 ms, ... up to 30 s after repeated failures. */
 static unsigned backoff_ms(unsigned failures)
@@ -97,7 +81,7 @@ static int pool_add(struct jailer *j, struct lang_slot *slot, int target)
         if (!slot->rt || target <= 0)
                 return 0;
         for (int net = 0; net <= 1; net++) {
-                if (net && !jailer_network_usable(j))
+                if (net && !run_network_usable(j))
                         continue; /* refused, with the reason, until fixed */
                 struct pool *p = calloc(1, sizeof(*p));
                 if (!p)
@@ -155,16 +139,7 @@ struct run *warm_take(struct jailer *j, struct lang_slot *slot, bool network)
         return NULL;
 }
 
-/* A run stopped on purpose before it served anything: detached from its
- * pool, so its exit is neither a pool failure nor worth an error line. */
-static void retire(struct run *run)
-{
-        run->pool = NULL;
-        run->retired = true;
-        run_kill(run, REASON_NONE);
-}
-
-void warm_on_armed(struct jailer *j, struct run *run)
+static void pool_on_armed(struct jailer *j, struct run *run)
 {
         struct pool *p = run->pool;
         if (p)
@@ -172,7 +147,7 @@ void warm_on_armed(struct jailer *j, struct run *run)
         /* a request that went away meanwhile, or a dependency layer replaced
          * while it started: not worth keeping */
         if (!p || (run->slot->rt->lang == LANG_PYTHON3 && !deps_layer_is_current(j, run->layer))) {
-                retire(run);
+                run_retire(run);
                 return;
         }
         p->armed++;
@@ -196,13 +171,13 @@ void warm_drain(struct jailer *j, int lang)
                 while (run) {
                         struct run *next = run->pool_next;
                         run->pool_next = NULL;
-                        retire(run);
+                        run_retire(run);
                         run = next;
                 }
         }
 }
 
-void warm_on_gone(struct jailer *j, struct run *run)
+static void pool_on_gone(struct jailer *j, struct run *run)
 {
         struct pool *p = run->pool;
         if (!p)
@@ -210,7 +185,7 @@ void warm_on_gone(struct jailer *j, struct run *run)
         if (run->state == RUN_SPAWNING) {
                 p->spawning--;
                 p->failures++;
-                now_plus(&p->retry_at, backoff_ms(p->failures));
+                p->retry_at_ms = monotonic_ms() + backoff_ms(p->failures);
                 return;
         }
         struct run **pp = &p->head, *prev = NULL;
@@ -223,6 +198,9 @@ void warm_on_gone(struct jailer *j, struct run *run)
                 p->tail = prev;
         p->armed--;
 }
+
+/* What a pool's runs tell it. */
+static const struct run_owner pool_owner = {.armed = pool_on_armed, .gone = pool_on_gone};
 
 /* Whether the UID range leaves any UID for armed runs at all. */
 static bool can_arm(const struct jailer *j)
@@ -271,19 +249,22 @@ static bool refill_now(const struct jailer *j, const struct pool *p)
         return !(j->n_active > 0 && p->armed > 0);
 }
 
+static bool zygote_up(const struct jailer *j);
+
 static void pool_refill(struct jailer *j, struct pool *p)
 {
-        while (p->active && p->armed + p->spawning < p->target && due(&p->retry_at) &&
-               uid_to_spare(j) && refill_now(j, p)) {
+        while (p->active && p->armed + p->spawning < p->target &&
+               monotonic_ms() >= p->retry_at_ms && uid_to_spare(j) && refill_now(j, p)) {
                 if (p->slot->zygote && !zygote_up(j))
                         return; /* armed Python comes from the zygote only */
                 char err[200] = "";
-                int r = run_create(j, p->slot, p->network, p, -1, NULL, err, sizeof(err));
+                int r =
+                    run_create(j, p->slot, p->network, &pool_owner, p, -1, NULL, err, sizeof(err));
                 if (r == -EAGAIN)
                         return; /* every UID is busy: requests first */
                 if (r < 0) {
                         p->failures++;
-                        now_plus(&p->retry_at, backoff_ms(p->failures));
+                        p->retry_at_ms = monotonic_ms() + backoff_ms(p->failures);
                         log_error(NULL, "warm.refill_failed", "lang=%s error=%s", p->slot->rt->name,
                                   log_q(err));
                         return;
@@ -304,7 +285,7 @@ void warm_refill(struct jailer *j)
 
 /* ---- the zygote ------------------------------------------------------------- */
 
-bool zygote_up(const struct jailer *j)
+static bool zygote_up(const struct jailer *j)
 {
         return j->zygote && j->zygote->ready;
 }
@@ -417,8 +398,12 @@ static _Noreturn void zygote_exec(struct jailer *j, int sock, int f0, int f1, in
         _exit(127);
 }
 
+static void zygote_on_message(void *data, uint32_t events);
+static void zygote_on_exit(void *data, uint32_t events);
+
 static int zygote_start(struct jailer *j, struct zygote *z)
 {
+        z->j = j;
         int sv[2] = {-1, -1}, f0 = filter_memfd(&j->langs[LANG_PYTHON3].filter[0]);
         int f1 = filter_memfd(&j->langs[LANG_PYTHON3].filter[1]);
         _cleanup_free_ char **argv = zygote_argv(j);
@@ -446,10 +431,10 @@ static int zygote_start(struct jailer *j, struct zygote *z)
         }
         z->pid = pid;
         z->sock = sv[0];
-        z->w_sock = (struct watch){.kind = W_ZYGOTE, .zygote = z};
-        z->w_exit = (struct watch){.kind = W_ZYGOTE_EXIT, .zygote = z};
-        if ((r = jailer_watch(j, z->sock, &z->w_sock)) < 0 ||
-            (r = jailer_watch(j, z->pidfd, &z->w_exit)) < 0) {
+        z->w_sock = (struct watch){.fn = zygote_on_message, .data = z};
+        z->w_exit = (struct watch){.fn = zygote_on_exit, .data = z};
+        if ((r = loop_watch(j->loop, z->sock, &z->w_sock)) < 0 ||
+            (r = loop_watch(j->loop, z->pidfd, &z->w_exit)) < 0) {
                 zygote_kill(z);
                 return r;
         }
@@ -457,36 +442,25 @@ static int zygote_start(struct jailer *j, struct zygote *z)
         return 0;
 }
 
-int zygote_spawn(struct jailer *j, struct run *run, const int *fds, size_t n_fds)
+static int zygote_spawn(struct jailer *j, struct run *run, const struct zygote_fds *f,
+                        const struct run_limits *limits)
 {
         struct zygote *z = j->zygote;
         if (!zygote_up(j))
                 return -EAGAIN;
-        const struct config *c = j->cfg;
         struct zygote_spawn m = {
             .magic = ZYGOTE_MAGIC,
             .type = ZYGOTE_SPAWN,
             .uid = run->uid,
             .network = run->network,
-            .limits = {.data_bytes = run->cg ? 0 : c->memory_bytes,
-                       .nproc = c->processes,
-                       .cpu_seconds = c->cpu_seconds,
-                       .open_files = c->open_files,
-                       .file_bytes = c->file_bytes,
-                       .tmp_bytes = c->tmp_bytes,
-                       .tmp_inodes = c->tmp_inodes},
+            .limits = *limits,
         };
         /* proxy settings go to network runs only, with their own SPAWN */
         if (run->network && net_env_block(j, m.net_env, sizeof(m.net_env)) < 0)
                 return -E2BIG;
-        /* fds after the first four: the cgroup ones, the layer's, the report's */
-        m.deps_fd = run->layer != NULL;
-        m.report_fd = run->report_r >= 0;
-        m.netns_fd = run->net_addr != 0;
-        uint32_t cg_fds = (uint32_t)(n_fds - 4 - m.deps_fd - m.report_fd - m.netns_fd);
-        m.cgroup_dirfd = run->cg && cgroup_root_mode(j->cg) == CGROUP_V2;
-        m.n_cgroup_procs = m.cgroup_dirfd ? 0 : cg_fds;
-        int r = channel_send(z->sock, &m, sizeof(m), fds, n_fds);
+        int fds[ZYGOTE_SPAWN_MAX_FDS];
+        size_t n = zygote_fds_encode(f, &m, fds);
+        int r = channel_send(z->sock, &m, sizeof(m), fds, n);
         if (r < 0)
                 return r;
         z->runs++;
@@ -531,8 +505,7 @@ static void on_spawned(struct jailer *j, struct zygote *z, const struct zygote_r
         /* Our child now (CLONE_PARENT): a zombie until we reap it, so the
          * pid cannot be reused before pidfd_open. */
         run->pidfd = (int)syscall(SYS_pidfd_open, run->pid, 0);
-        run->w_pidfd = (struct watch){.kind = W_PIDFD, .run = run};
-        if (run->pidfd < 0 || jailer_watch(j, run->pidfd, &run->w_pidfd) < 0) {
+        if (run->pidfd < 0 || run_watch_exit(j, run) < 0) {
                 kill(run->pid, SIGKILL);
                 snprintf(run->failure, sizeof(run->failure), "pidfd: %s", strerror(errno));
                 return;
@@ -541,22 +514,16 @@ static void on_spawned(struct jailer *j, struct zygote *z, const struct zygote_r
                 run_kill(run, REASON_NONE); /* asked for while we waited */
 }
 
-static int64_t ms_between(const struct timespec *a, const struct timespec *b)
-{
-        return (b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
-}
-
 /* Why the serving zygote should be replaced now, or NULL. */
 static const char *rotation_due(const struct jailer *j, const struct zygote *z)
 {
         const struct config *c = j->cfg;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (!z->ready || !due(&z->rotate_after))
+        int64_t now = monotonic_ms();
+        if (!z->ready || now < z->rotate_after_ms)
                 return NULL;
         if (c->zygote_max_runs > 0 && z->runs >= (unsigned)c->zygote_max_runs)
                 return "runs";
-        if (c->zygote_max_age > 0 && ms_between(&z->ready_at, &now) >= c->zygote_max_age * 1000LL)
+        if (c->zygote_max_age > 0 && now - z->ready_at_ms >= c->zygote_max_age * 1000LL)
                 return "age";
         return NULL;
 }
@@ -579,7 +546,7 @@ static void maybe_rotate(struct jailer *j)
                 safe_close(next->sock);
                 safe_close(next->pidfd);
                 free(next);
-                now_plus(&z->rotate_after, 10000);
+                z->rotate_after_ms = monotonic_ms() + 10000;
                 return;
         }
         j->zygote_next = next;
@@ -606,8 +573,10 @@ static void zygote_promote(struct jailer *j)
                 zygote_kill(old);
 }
 
-void zygote_on_message(struct jailer *j, struct zygote *z)
+static void zygote_on_message(void *data, uint32_t events)
 {
+        struct zygote *z = data;
+        struct jailer *j = z->j;
         while (z->sock >= 0) { /* it may have died earlier in this batch */
                 struct zygote_reply m;
                 int fd;
@@ -616,7 +585,7 @@ void zygote_on_message(struct jailer *j, struct zygote *z)
                 if (r == -EAGAIN)
                         return;
                 if (r == 0) { /* EOF: its exit is handled through the pidfd */
-                        jailer_unwatch(j, z->sock);
+                        loop_unwatch(j->loop, z->sock);
                         return;
                 }
                 if (r < 0 || m.magic != ZYGOTE_MAGIC) {
@@ -627,7 +596,7 @@ void zygote_on_message(struct jailer *j, struct zygote *z)
                 if (m.type == ZYGOTE_READY && !z->ready) {
                         z->ready = true;
                         z->failures = 0;
-                        clock_gettime(CLOCK_MONOTONIC, &z->ready_at);
+                        z->ready_at_ms = monotonic_ms();
                         log_info(NULL, "zygote.ready", "pid=%d", (int)z->pid);
                         if (z == j->zygote_next)
                                 zygote_promote(j);
@@ -647,12 +616,13 @@ static void rescue_pending(struct jailer *j, struct zygote *z)
                 char trace[PROTO_TRACE_LEN + 1], err[200] = "";
                 snprintf(trace, sizeof(trace), "%s", run->trace);
                 if (chan >= 0)
-                        jailer_unwatch(j, chan);
+                        loop_unwatch(j->loop, chan);
                 snprintf(run->failure, sizeof(run->failure), "the zygote died");
                 run_on_exit(j, run);
                 if (chan < 0)
                         continue;
-                int r = run_create(j, run->slot, run->network, NULL, chan, trace, err, sizeof(err));
+                int r = run_create(j, run->slot, run->network, NULL, NULL, chan, trace, err,
+                                   sizeof(err));
                 if (r < 0) {
                         run_refuse(
                             chan, r == -EAGAIN ? RUN_STATUS_NO_IDENTITY : RUN_STATUS_INTERNAL, err);
@@ -661,12 +631,14 @@ static void rescue_pending(struct jailer *j, struct zygote *z)
         }
 }
 
-void zygote_on_exit(struct jailer *j, struct zygote *z)
+static void zygote_on_exit(void *data, uint32_t events)
 {
+        struct zygote *z = data;
+        struct jailer *j = z->j;
         int status = 0;
         if (RETRY_EINTR(waitpid(z->pid, &status, WNOHANG)) <= 0)
                 return;
-        jailer_unwatch(j, z->pidfd);
+        loop_unwatch(j->loop, z->pidfd);
         z->pidfd = safe_close(z->pidfd);
         z->sock = safe_close(z->sock);
         bool was_ready = z->ready;
@@ -677,7 +649,7 @@ void zygote_on_exit(struct jailer *j, struct zygote *z)
                 /* retired as planned, or a replacement that died starting:
                  * the serving one goes on, and tries again later */
                 if (z == j->zygote_next && j->zygote)
-                        now_plus(&j->zygote->rotate_after, 10000);
+                        j->zygote->rotate_after_ms = monotonic_ms() + 10000;
                 if (z != j->zygote_old || !z->retiring || !WIFSIGNALED(status) ||
                     WTERMSIG(status) != SIGKILL)
                         log_error(NULL, "zygote.died", "status=%d replacement=%d", status,
@@ -700,7 +672,7 @@ void zygote_on_exit(struct jailer *j, struct zygote *z)
         if (j->stopping)
                 return;
         z->failures += was_ready ? 0 : 1;
-        now_plus(&z->retry_at, backoff_ms(z->failures + 1) * (was_ready ? 1 : 10));
+        z->retry_at_ms = monotonic_ms() + backoff_ms(z->failures + 1) * (was_ready ? 1 : 10);
         log_error(NULL, "zygote.died", "status=%d restart_in_ms=%u", status,
                   backoff_ms(z->failures + 1) * (was_ready ? 1 : 10));
 }
@@ -708,7 +680,7 @@ void zygote_on_exit(struct jailer *j, struct zygote *z)
 void warm_on_tick(struct jailer *j)
 {
         struct zygote *z = j->zygote;
-        if (z && !z->disabled && !z->pid && !j->stopping && due(&z->retry_at))
+        if (z && !z->disabled && !z->pid && !j->stopping && monotonic_ms() >= z->retry_at_ms)
                 zygote_start(j, z);
         maybe_rotate(j);
         warm_refill(j);
@@ -767,9 +739,14 @@ static int find_binary(char *buf, size_t size)
         if (n < 0)
                 return -errno;
         self[n] = '\0';
-        snprintf(buf, size, "%s/lockbox-pyzygote", dirname(self));
+        if ((size_t)snprintf(buf, size, "%s/lockbox-pyzygote", dirname(self)) >= size)
+                return -ENAMETOOLONG;
         return access(buf, X_OK) < 0 ? -errno : 0;
 }
+
+/* The zygote as a way of spawning runs (run.c). */
+static const struct run_spawner zygote_spawner = {
+    .up = zygote_up, .spawn = zygote_spawn, .hung = warm_stop};
 
 int warm_init(struct jailer *j, char *err, size_t errlen)
 {
@@ -794,6 +771,7 @@ int warm_init(struct jailer *j, char *err, size_t errlen)
                 return 0;
         }
         j->langs[LANG_PYTHON3].zygote = true;
+        j->spawner = &zygote_spawner;
         zygote_start(j, j->zygote); /* a failed start is retried on the tick */
         return 0;
 }

@@ -1,0 +1,63 @@
+/* Whole small files and whole descriptors (see file.h). */
+#include "base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/strbuf.h"
+#include "base/util.h"
+
+int file_read_fd(int fd, struct strbuf *sb)
+{
+        char chunk[8192];
+        for (;;) {
+                ssize_t n = RETRY_EINTR(read(fd, chunk, sizeof(chunk)));
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return 0;
+                int r = strbuf_append(sb, chunk, (size_t)n);
+                if (r < 0)
+                        return r;
+        }
+}
+
+int file_read(const char *path, int flags, size_t max, struct strbuf *sb)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags);
+        struct stat st;
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        strbuf_init(sb, max);
+        int r = file_read_fd(fd, sb);
+        if (r < 0)
+                strbuf_free(sb);
+        return r;
+}
+
+ssize_t file_read_buf(const char *path, char *buf, size_t size)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        ssize_t n = fd < 0 ? -1 : RETRY_EINTR(read(fd, buf, size - 1));
+        buf[n < 0 ? 0 : n] = '\0';
+        return n < 0 ? -errno : n;
+}
+
+int file_write(const char *path, const char *text, int flags, mode_t mode)
+{
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | flags, mode);
+        if (fd < 0)
+                return -errno;
+        size_t len = strlen(text);
+        ssize_t n = write(fd, text, len);
+        if (n < 0)
+                return -errno;
+        return n == (ssize_t)len ? 0 : -EIO;
+}
