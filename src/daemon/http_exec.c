@@ -198,11 +198,13 @@ int http_exec_main(int settings_fd)
                 log_error(NULL, "http.settings", "error=%s", log_q(strerror(-r)));
                 return 1;
         }
-        if (getppid() != s.jailer_pid)
-                return 1; /* the jailer is gone already */
         log_setup("http", false, s.log_file_fd);
         json_object_seed(0); /* jansson's hash seed, from /dev/urandom while it can */
-        if (confine(s.uid, s.gid, s.layer_dir, s.dns_udp_fd >= 0) < 0) {
+        /* after confine() set the parent-death signal: a jailer gone before
+         * that is seen here, one gone after kills this process */
+        if (confine(s.uid, s.gid, s.layer_dir, s.dns_udp_fd >= 0) < 0 ||
+            getppid() != s.jailer_pid) {
+                explicit_bzero(yaml, s.config_len);
                 free(yaml);
                 return 1;
         }
