@@ -2,8 +2,7 @@
  * warm.c <- jailer.c. The event loop (loop.c), the life of one run (run.c,
  * using the dependency layer of src/deps/), warm execution (warm.c: pools
  * of armed processes and the Python zygote) and the jailer that wires them
- * (jailer.c). Private to src/jailer/ and src/deps/deps.c (whose state
- * hangs off struct jailer). */
+ * (jailer.c). Private to src/jailer/. */
 #pragma once
 
 #include <linux/seccomp.h>
@@ -17,6 +16,7 @@
 #include "jailer/loop.h"
 
 struct config;
+struct jailer;
 struct cgroup_root;
 struct cgroup_run;
 struct runtime;
@@ -108,11 +108,9 @@ struct jailer {
         int stats_fd;                      /* its sealed memfd, handed to the HTTP process */
         struct net *net;                   /* namespace mode with network: the runs' network */
         const struct run_spawner *spawner; /* the zygote, once warm.c started one */
-        /* the dependency layer changed: runs holding the old one are stale */
-        void (*layer_switched)(struct jailer *j);
-        char *resolv_conf;   /* the runs' /etc/resolv.conf with network, or NULL */
-        char net_error[512]; /* why runs with network are refused, or "" */
-        bool net_dirty;      /* a run with network ended since counters were read */
+        char *resolv_conf;                 /* the runs' /etc/resolv.conf with network, or NULL */
+        char net_error[512];               /* why runs with network are refused, or "" */
+        bool net_dirty;                    /* a run with network ended since counters were read */
         char **env[2];
         struct loop *loop;
         int sigfd, ctrl, http_pidfd, tickfd;

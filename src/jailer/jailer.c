@@ -139,9 +139,9 @@ static void setup_network(struct jailer *j)
 }
 
 /* A new dependency layer: armed Python runs hold the old one. */
-static void drain_python_pools(struct jailer *j)
+static void drain_python_pools(void *data)
 {
-        warm_drain(j, LANG_PYTHON3);
+        warm_drain(data, LANG_PYTHON3);
 }
 
 int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t errlen)
@@ -181,9 +181,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                 setup_network(j);
         if (r == 0)
                 r = setup_loop(j, err, errlen);
-        j->layer_switched = drain_python_pools;
-        if (r == 0)
-                r = deps_init(j, err, errlen);
+        if (r == 0 && (r = deps_new(cfg, j->loop, &j->deps, err, errlen)) == 0)
+                deps_on_layer_switched(j->deps, drain_python_pools, j);
         if (r < 0) {
                 jailer_free(j);
                 return r;
@@ -200,7 +199,7 @@ struct jailer *jailer_free(struct jailer *j)
         if (!j)
                 return NULL;
         warm_free(j);
-        deps_free(j);
+        j->deps = deps_free(j->deps);
         for (size_t i = 0; i < ELEMENTSOF(j->langs); i++) {
                 runtime_free(j->langs[i].rt);
                 policy_prog_free(&j->langs[i].filter[0]);
@@ -409,7 +408,7 @@ static void on_deps_msg(struct jailer *j)
                 distrust_http(j, "invalid DEPS", fds, nf);
                 return;
         }
-        deps_request(j, fds[0]);
+        deps_request(j->deps, fds[0]);
 }
 
 /* The menu: RUN and DEPS, told apart by the header; anything else ends the
@@ -514,7 +513,7 @@ static void on_http_exit(void *data, uint32_t events)
 
 static bool tracked(const struct jailer *j, pid_t pid)
 {
-        if (pid == j->http_pid || warm_zygote_owns(j, pid) || deps_owns(j, pid))
+        if (pid == j->http_pid || warm_zygote_owns(j, pid) || deps_owns(j->deps, pid))
                 return true;
         for (const struct run *r = j->runs; r; r = r->next)
                 if (r->pid == pid)
@@ -615,7 +614,8 @@ static void on_tick(void *data, uint32_t events)
         if (read(j->tickfd, &ticks, sizeof(ticks)) != sizeof(ticks))
                 return;
         warm_on_tick(j);
-        deps_on_tick(j);
+        if (!j->stopping)
+                deps_on_tick(j->deps);
         reap_strays(j);
         publish_refused(j);
         publish_memory(j);

@@ -254,7 +254,7 @@ static int watch_run(struct jailer *j, struct run *run)
 
 static void release_identity(struct jailer *j, struct run *run)
 {
-        deps_layer_release(j, run->layer);
+        deps_layer_release(j->deps, run->layer);
         run->layer = NULL;
         if (run->net_addr)
                 net_run_release(j->net, run->net_addr); /* once: then no longer held */
@@ -313,7 +313,7 @@ static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char
                 return -EIO;
         }
         if (run->slot->rt->lang == LANG_PYTHON3 &&
-            (r = deps_layer_acquire(j, &run->layer, &c->deps)) < 0) {
+            (r = deps_layer_acquire(j->deps, &run->layer, &c->deps)) < 0) {
                 snprintf(err, errlen, "dependency layer: %s", strerror(-r));
                 return -EIO;
         }

@@ -146,7 +146,8 @@ static void pool_on_armed(struct jailer *j, struct run *run)
                 p->spawning--;
         /* a request that went away meanwhile, or a dependency layer replaced
          * while it started: not worth keeping */
-        if (!p || (run->slot->rt->lang == LANG_PYTHON3 && !deps_layer_is_current(j, run->layer))) {
+        if (!p ||
+            (run->slot->rt->lang == LANG_PYTHON3 && !deps_layer_is_current(j->deps, run->layer))) {
                 run_retire(run);
                 return;
         }
