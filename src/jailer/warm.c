@@ -152,6 +152,8 @@ static bool can_arm(const struct warm *w)
         return config_run_uids(w->env->cfg) > w->env->cfg->max_workers;
 }
 
+_Static_assert(STATS_LANGS == PROTO_LANG_SLOTS, "the statistics page has a slot per language");
+
 void warm_publish(struct warm *w)
 {
         struct shared_stats *s = w->env->stats;
