@@ -5,7 +5,8 @@
  * wires them (jailer.c). Each file's state is its own (struct runs and
  * struct run in run.c, struct zygotes in zygote.c, struct warm in warm.c,
  * struct jailer in jailer.c); this header is the contract between them:
- * what crosses files, and nothing else. Private to src/jailer/. */
+ * what crosses files, and nothing else. Private to src/jailer/ (and
+ * tests/unit/test_docs.c, which checks the figures the docs state). */
 #pragma once
 
 #include <stdbool.h>
@@ -62,14 +63,22 @@ static inline bool run_env_network_usable(const struct run_env *env)
         return !env->net_error[0];
 }
 
-/* 100 ms, 200 ms, ... up to 30 s after repeated failures (of a pool's
- * spawns, of the zygote's starts). */
+/* Figures docs/ARCHITECTURE.md states (tests/unit/test_docs.c keeps it
+ * true): a run's start-up deadline (run.c); the backoff after repeated
+ * failures of a pool's spawns or the zygote's starts, doubling from the
+ * first to the last (warm.c, zygote.c); how long after a replacement
+ * zygote failed the next is tried (zygote.c). */
+#define RUN_SPAWN_TIMEOUT_S 10
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS 30000
+#define ZYGOTE_ROTATE_RETRY_S 10
+
 static inline unsigned backoff_ms(unsigned failures)
 {
-        unsigned ms = 100;
-        for (unsigned i = 1; i < failures && ms < 30000; i++)
+        unsigned ms = BACKOFF_FIRST_MS;
+        for (unsigned i = 1; i < failures && ms < BACKOFF_MAX_MS; i++)
                 ms *= 2;
-        return ms < 30000 ? ms : 30000;
+        return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
 }
 
 /* ---- run.c: the runs ---------------------------------------------------- */

@@ -37,9 +37,6 @@
 #include "jailer/internal.h"
 #include "runtime/runtime.h"
 
-/* A child that has not finished its lock sequence by then is stuck. */
-#define SPAWN_TIMEOUT_S 10
-
 enum run_state {
         RUN_SPAWNING, /* cloned (or asked of the zygote), walking the lock sequence */
         RUN_ARMED,    /* every lock on, waiting in its pool for a request */
@@ -356,7 +353,7 @@ static int prepare(struct runs *rs, struct run *run, struct child_ends *c, char 
         if (r < 0)
                 return r; /* -EAGAIN: no identity free */
         run->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (run->timerfd < 0 || arm_timer(run, SPAWN_TIMEOUT_S) < 0) {
+        if (run->timerfd < 0 || arm_timer(run, RUN_SPAWN_TIMEOUT_S) < 0) {
                 snprintf(err, errlen, "timer: %s", strerror(errno));
                 return -EIO;
         }

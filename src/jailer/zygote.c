@@ -328,7 +328,7 @@ static void maybe_rotate(struct zygotes *zs)
                 safe_close(next->sock);
                 safe_close(next->pidfd);
                 free(next);
-                z->rotate_after_ms = monotonic_ms() + 10000;
+                z->rotate_after_ms = monotonic_ms() + ZYGOTE_ROTATE_RETRY_S * 1000;
                 return;
         }
         zs->next = next;
@@ -416,7 +416,8 @@ static void zygote_on_exit(void *data, uint32_t events)
                 /* retired as planned, or a replacement that died starting:
                  * the serving one goes on, and tries again later */
                 if (z == zs->next && zs->serving)
-                        zs->serving->rotate_after_ms = monotonic_ms() + 10000;
+                        zs->serving->rotate_after_ms =
+                            monotonic_ms() + ZYGOTE_ROTATE_RETRY_S * 1000;
                 if (z != zs->old || !z->retiring || !WIFSIGNALED(status) ||
                     WTERMSIG(status) != SIGKILL)
                         log_error(NULL, "zygote.died", "status=%d replacement=%d", status,

@@ -4,8 +4,9 @@
  * (names, types, enumerated label values, histogram buckets), the
  * capabilities of DEPLOY.md, ARCHITECTURE.md and the deployment files
  * against the ones lockboxd checks, the HTTP limits (headers, connection
- * memory, a small body) and the syscalls ARCHITECTURE.md names against the
- * policy table and the configuration's never list. Each fails naming the
+ * memory, a small body), the jailer's deadlines and backoffs, and the
+ * syscalls ARCHITECTURE.md names against the policy table and the
+ * configuration's never list. Each fails naming the
  * file and what differs; run from the repository root (make unit). */
 #include <ctype.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "ipc/proto.h"
 #include "ipc/stats.h"
 #include "jail/policy.h"
+#include "jailer/internal.h"
 #include "test.h"
 
 /* ---- reading the docs ------------------------------------------------- */
@@ -418,4 +420,24 @@ TEST(docs_architecture_syscalls_match_the_policy_tables)
                               "* foreign architectures", is_kill, "end the run");
         expect_named_syscalls(arch, "The configuration refuses to add", "they would undo the jail",
                               is_never_allowed, "can never be added by allowed_syscalls");
+}
+
+/* ---- the jailer's deadlines and backoffs (jailer/internal.h) ---------- */
+
+TEST(docs_architecture_states_the_jailers_deadlines_and_backoff)
+{
+        _cleanup_free_ char *arch = doc_read("docs/ARCHITECTURE.md");
+        EXPECT_INT_EQ(BACKOFF_MAX_MS % 1000, 0);
+        doc_says(arch, "docs/ARCHITECTURE.md", "Arm a start-up deadline (%d s,",
+                 RUN_SPAWN_TIMEOUT_S);
+        doc_says(arch, "docs/ARCHITECTURE.md",
+                 "A failing refill backs off (%d ms doubling to %d s)", BACKOFF_FIRST_MS,
+                 BACKOFF_MAX_MS / 1000);
+        doc_says(arch, "docs/ARCHITECTURE.md", "one that dies starting is retried %d s later",
+                 ZYGOTE_ROTATE_RETRY_S);
+        /* and backoff_ms() does what that says */
+        EXPECT_UINT_EQ(backoff_ms(1), BACKOFF_FIRST_MS);
+        EXPECT_UINT_EQ(backoff_ms(2), 2 * BACKOFF_FIRST_MS);
+        EXPECT_UINT_EQ(backoff_ms(3), 4 * BACKOFF_FIRST_MS);
+        EXPECT_UINT_EQ(backoff_ms(1000), BACKOFF_MAX_MS);
 }
