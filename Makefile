@@ -130,8 +130,8 @@ attacks-cold: all
 layers: $(LIB_OBJS) $(CLI_OBJS) $(ZYG_OBJS) $(BUILD)/src/main.o
 	@$(PYTHON) scripts/check-layers $^
 
-# The quick checks: unit tests and layers (the unit tests run as root:
-# some cases need namespaces, cgroups or chown).
+# The quick checks: unit tests and layers, in seconds, as any user (the
+# few cases that need root skip themselves, saying why, without it).
 check: unit layers
 
 test: format-check layers unit integration integration-cold attacks attacks-cold fuzz-smoke

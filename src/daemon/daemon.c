@@ -102,6 +102,11 @@ static const struct {
     {CAP_DAC_OVERRIDE, "CAP_DAC_OVERRIDE", "cgroups and staging directories"},
 };
 
+const char *daemon_needed_cap(size_t i)
+{
+        return i < ELEMENTSOF(needed_caps) ? needed_caps[i].name : NULL;
+}
+
 static int check_capabilities(char *err, size_t errlen)
 {
         struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};

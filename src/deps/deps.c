@@ -41,7 +41,7 @@
 #include "ipc/proto.h"
 #include "deps/deps.h"
 #include "deps/deps_tree.h"
-#include "jailer/internal.h"
+#include "jailer/loop.h"
 
 #define REQUIREMENTS_MAX (1 << 20)
 #define PIP_LOG_MAX (64 * 1024)
@@ -78,6 +78,11 @@ struct deps {
         bool force_again;
         struct watch w_out, w_exit;
         time_t next_check;
+        const struct config *cfg;
+        struct loop *loop;
+        /* told when `current` changes (deps_on_layer_switched) */
+        void (*layer_switched)(void *data);
+        void *layer_switched_data;
 };
 
 /* ---- small pieces (the pure text helpers are in deps_text.c) -------------------- */
@@ -154,9 +159,8 @@ static void remove_tree(const struct deps *d, const char *rel)
 
 /* ---- status.json, read by the HTTP process -------------------------------------- */
 
-static void write_status(struct jailer *j)
+static void write_status(struct deps *d)
 {
-        struct deps *d = j->deps;
         char when[32] = "";
         struct tm tm;
         if (d->last_time && gmtime_r(&d->last_time, &tm))
@@ -209,9 +213,8 @@ static void collect(struct deps *d)
         }
 }
 
-int deps_layer_acquire(struct jailer *j, struct layer **ret_layer, int *ret_fd)
+int deps_layer_acquire(struct deps *d, struct layer **ret_layer, int *ret_fd)
 {
-        struct deps *d = j->deps;
         *ret_layer = NULL;
         *ret_fd = -1;
         if (!d || !d->current)
@@ -237,18 +240,18 @@ int deps_layer_acquire(struct jailer *j, struct layer **ret_layer, int *ret_fd)
         return 0;
 }
 
-bool deps_layer_is_current(const struct jailer *j, const struct layer *l)
+bool deps_layer_is_current(const struct deps *d, const struct layer *l)
 {
-        return !j->deps || l == j->deps->current;
+        return !d || l == d->current;
 }
 
-void deps_layer_release(struct jailer *j, struct layer *l)
+void deps_layer_release(struct deps *d, struct layer *l)
 {
-        if (!l || !j->deps)
+        if (!l || !d)
                 return;
         l->refs--;
-        if (l->refs == 0 && l != j->deps->current)
-                collect(j->deps);
+        if (l->refs == 0 && l != d->current)
+                collect(d);
 }
 
 /* ---- installing -------------------------------------------------------------- */
@@ -264,9 +267,8 @@ static void answer_waiters(struct deps *d)
         d->n_waiters = 0;
 }
 
-static void install_done(struct jailer *j, bool ok, const char *message)
+static void install_done(struct deps *d, bool ok, const char *message)
 {
-        struct deps *d = j->deps;
         d->attempted = true;
         d->ok = ok;
         d->last_time = time(NULL);
@@ -277,14 +279,13 @@ static void install_done(struct jailer *j, bool ok, const char *message)
                          json_array_size(d->installed));
         else
                 log_error(NULL, "deps.install_failed", "error=%s", log_q(message));
-        write_status(j);
+        write_status(d);
         answer_waiters(d);
 }
 
 /* Make the finished staging directory the current layer. */
-static int switch_to(struct jailer *j, const char *name, uint64_t hash)
+static int switch_to(struct deps *d, const char *name, uint64_t hash)
 {
-        struct deps *d = j->deps;
         char link[4096], tmp[4096];
         if ((size_t)snprintf(link, sizeof(link), "%s/current", d->dir) >= sizeof(link) ||
             (size_t)snprintf(tmp, sizeof(tmp), "%s/current.tmp", d->dir) >= sizeof(tmp))
@@ -302,14 +303,13 @@ static int switch_to(struct jailer *j, const char *name, uint64_t hash)
         d->have_hash = true;
         collect(d);
         /* armed Python runs have the old layer bound: new runs get the new one */
-        if (j->layer_switched)
-                j->layer_switched(j);
+        if (d->layer_switched)
+                d->layer_switched(d->layer_switched_data);
         return 0;
 }
 
-static void on_pip_done(struct jailer *j, int status)
+static void on_pip_done(struct deps *d, int status)
 {
-        struct deps *d = j->deps;
         _cleanup_free_ char *staging = TAKE_PTR(d->staging);
         const char *name = staging ? strrchr(staging, '/') + 1 : NULL;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -318,14 +318,14 @@ static void on_pip_done(struct jailer *j, int status)
                 size_t len = d->log.len;
                 if (d->timed_out)
                         snprintf(why, sizeof(why), "did not finish within %llds (install_timeout)",
-                                 (long long)j->cfg->install_timeout);
+                                 (long long)d->cfg->install_timeout);
                 else
                         snprintf(why, sizeof(why), "%s",
                                  WIFSIGNALED(status) ? "was killed" : "failed");
                 snprintf(msg, sizeof(msg), "pip %s: %s", why, len > 900 ? tail + len - 900 : tail);
                 if (staging)
                         remove_tree(d, name);
-                install_done(j, false, msg);
+                install_done(d, false, msg);
                 return;
         }
         char home[300];
@@ -336,15 +336,15 @@ static void on_pip_done(struct jailer *j, int status)
         if (r < 0)
                 log_error(NULL, "deps.seal_failed", "layer=%s error=%s", log_q(name),
                           log_q(strerror(-r)));
-        if (r < 0 || !(inst = scan_installed(staging)) || switch_to(j, name, d->job_hash) < 0) {
+        if (r < 0 || !(inst = scan_installed(staging)) || switch_to(d, name, d->job_hash) < 0) {
                 json_decref(inst);
                 remove_tree(d, name);
-                install_done(j, false, "could not seal or switch to the new layer");
+                install_done(d, false, "could not seal or switch to the new layer");
                 return;
         }
         json_decref(d->installed);
         d->installed = inst;
-        install_done(j, true, "");
+        install_done(d, true, "");
 }
 
 /* Options pip_argv() adds to the fixed ones: at most --only-binary and
@@ -422,10 +422,9 @@ static bool passed_to_pip(const char *entry)
 #define PIP_OWN_ENV 6
 
 /* The child: the installer's UID, no privileges, in the staging directory. */
-static _Noreturn void pip_child(struct jailer *j, int out, const char *staging)
+static _Noreturn void pip_child(struct deps *d, int out, const char *staging)
 {
-        struct deps *d = j->deps;
-        const struct config *c = j->cfg;
+        const struct config *c = d->cfg;
         /* pip's temporary files go into its HOME, in the staging tree: a
          * killed install leaves nothing in the host's /tmp */
         char home[4096], tmp[4096];
@@ -490,7 +489,7 @@ static void kill_pip(int sig)
  * with SIGTERM to this process, which kills pip and reaps it: were this
  * process killed first, pip would die an orphan, left to the host's init
  * to reap (a zombie of the installer's UID for as long as that takes). */
-static _Noreturn void pip_reaper(struct jailer *j, int out, const char *staging)
+static _Noreturn void pip_reaper(struct deps *d, int out, const char *staging)
 {
         /* the jailer's descriptors (runs' pipes, channels) are not pip's to
          * hold open */
@@ -505,7 +504,7 @@ static _Noreturn void pip_reaper(struct jailer *j, int out, const char *staging)
         if (pid < 0)
                 _exit(126);
         if (pid == 0)
-                pip_child(j, out, staging);
+                pip_child(d, out, staging);
         pip_pid = pid;
         sigaction(SIGTERM, &(struct sigaction){.sa_handler = kill_pip}, NULL);
         sigprocmask(SIG_UNBLOCK, &term, NULL); /* (the jailer's signalfd blocks it) */
@@ -558,9 +557,8 @@ static int make_staging(struct deps *d, const struct strbuf *reqs, char **ret)
 static void on_output_event(void *data, uint32_t events);
 static void on_exit_event(void *data, uint32_t events);
 
-static int start_pip(struct jailer *j, const struct strbuf *reqs)
+static int start_pip(struct deps *d, const struct strbuf *reqs)
 {
-        struct deps *d = j->deps;
         int out[2], r = make_staging(d, reqs, &d->staging);
         if (r < 0)
                 return r;
@@ -568,7 +566,7 @@ static int start_pip(struct jailer *j, const struct strbuf *reqs)
                 return -errno;
         pid_t pid = fork();
         if (pid == 0)
-                pip_reaper(j, out[1], d->staging);
+                pip_reaper(d, out[1], d->staging);
         close(out[1]);
         if (pid < 0) {
                 close(out[0]);
@@ -580,37 +578,36 @@ static int start_pip(struct jailer *j, const struct strbuf *reqs)
         strbuf_init(&d->log, PIP_LOG_MAX);
         d->job_started_ms = monotonic_ms();
         d->timed_out = false;
-        d->w_out = (struct watch){.fn = on_output_event, .data = j};
-        d->w_exit = (struct watch){.fn = on_exit_event, .data = j};
-        if ((r = loop_watch(j->loop, d->out, &d->w_out)) < 0 ||
-            (r = loop_watch(j->loop, d->pidfd, &d->w_exit)) < 0)
+        d->w_out = (struct watch){.fn = on_output_event, .data = d};
+        d->w_exit = (struct watch){.fn = on_exit_event, .data = d};
+        if ((r = loop_watch(d->loop, d->out, &d->w_out)) < 0 ||
+            (r = loop_watch(d->loop, d->pidfd, &d->w_exit)) < 0)
                 kill(pid, SIGKILL);
         log_info(NULL, "deps.installing", "pid=%d", (int)pid);
         return r;
 }
 
 /* Check the requirements and install if asked (force) or needed. */
-static void check_and_install(struct jailer *j, bool force)
+static void check_and_install(struct deps *d, bool force)
 {
-        struct deps *d = j->deps;
         if (d->pid > 0) {
                 d->force_again |= force;
                 return;
         }
         struct strbuf reqs = {0};
-        int r = file_read(j->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
+        int r = file_read(d->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
         if (r == -ENOENT) {
                 strbuf_init(&reqs, 0);
                 r = 0;
         }
         if (r < 0) {
                 char msg[256];
-                snprintf(msg, sizeof(msg), "cannot read %s: %s", j->cfg->python_requirements,
+                snprintf(msg, sizeof(msg), "cannot read %s: %s", d->cfg->python_requirements,
                          strerror(-r));
-                install_done(j, false, msg);
+                install_done(d, false, msg);
                 return;
         }
-        const struct config *c = j->cfg;
+        const struct config *c = d->cfg;
         uint64_t h = deps_hash(reqs.data ? reqs.data : "", reqs.len, 0xcbf29ce484222325ULL);
         h = deps_hash(c->python_pip_mirror_url, strlen(c->python_pip_mirror_url), h);
         h = deps_hash(c->wheel_dir, strlen(c->wheel_dir), h);
@@ -620,7 +617,7 @@ static void check_and_install(struct jailer *j, bool force)
                  * by an earlier life of the service): nothing to do */
                 strbuf_free(&reqs);
                 if (!d->attempted)
-                        install_done(j, true, "");
+                        install_done(d, true, "");
                 return;
         }
         d->job_hash = h;
@@ -629,11 +626,11 @@ static void check_and_install(struct jailer *j, bool force)
                 /* nothing to fetch: no layer at all */
                 json_decref(d->installed);
                 d->installed = json_array();
-                switch_to(j, NULL, h);
-                install_done(j, true, "");
+                switch_to(d, NULL, h);
+                install_done(d, true, "");
                 return;
         }
-        r = start_pip(j, &reqs);
+        r = start_pip(d, &reqs);
         strbuf_free(&reqs);
         if (r < 0) {
                 char msg[256];
@@ -641,14 +638,13 @@ static void check_and_install(struct jailer *j, bool force)
                 if (d->staging)
                         remove_tree(d, strrchr(d->staging, '/') + 1);
                 free(TAKE_PTR(d->staging));
-                install_done(j, false, msg);
+                install_done(d, false, msg);
         }
-        write_status(j);
+        write_status(d);
 }
 
-static void deps_on_output(struct jailer *j)
+static void deps_on_output(struct deps *d)
 {
-        struct deps *d = j->deps;
         char buf[4096];
         ssize_t n;
         while ((n = read(d->out, buf, sizeof(buf))) > 0) {
@@ -661,28 +657,27 @@ static void deps_on_output(struct jailer *j)
                 }
         }
         if (n == 0) {
-                loop_unwatch(j->loop, d->out);
+                loop_unwatch(d->loop, d->out);
                 d->out = safe_close(d->out);
         }
 }
 
-static void deps_on_exit(struct jailer *j)
+static void deps_on_exit(struct deps *d)
 {
-        struct deps *d = j->deps;
         int status = 0;
         if (RETRY_EINTR(waitpid(d->pid, &status, WNOHANG)) <= 0)
                 return;
         if (d->out >= 0)
-                deps_on_output(j);
-        loop_unwatch(j->loop, d->pidfd);
+                deps_on_output(d);
+        loop_unwatch(d->loop, d->pidfd);
         d->pidfd = safe_close(d->pidfd);
         d->out = safe_close(d->out);
         d->pid = 0;
-        on_pip_done(j, status);
+        on_pip_done(d, status);
         strbuf_free(&d->log);
         if (d->force_again) {
                 d->force_again = false;
-                check_and_install(j, true);
+                check_and_install(d, true);
         }
 }
 
@@ -696,18 +691,17 @@ static void on_exit_event(void *data, uint32_t events)
         deps_on_exit(data);
 }
 
-bool deps_owns(const struct jailer *j, pid_t pid)
+bool deps_owns(const struct deps *d, pid_t pid)
 {
-        return j->deps && j->deps->pid > 0 && j->deps->pid == pid;
+        return d && d->pid > 0 && d->pid == pid;
 }
 
-void deps_on_tick(struct jailer *j)
+void deps_on_tick(struct deps *d)
 {
-        struct deps *d = j->deps;
-        if (!d || j->stopping)
+        if (!d)
                 return;
         if (d->pid > 0) {
-                if (monotonic_ms() - d->job_started_ms >= j->cfg->install_timeout * 1000LL &&
+                if (monotonic_ms() - d->job_started_ms >= d->cfg->install_timeout * 1000LL &&
                     !d->timed_out) {
                         d->timed_out = true;
                         syscall(SYS_pidfd_send_signal, d->pidfd, SIGTERM, NULL, 0);
@@ -715,15 +709,14 @@ void deps_on_tick(struct jailer *j)
                 return;
         }
         time_t now = time(NULL);
-        if (!d->attempted || (j->cfg->python_deps_update_interval > 0 && now >= d->next_check)) {
-                d->next_check = now + j->cfg->python_deps_update_interval;
-                check_and_install(j, false);
+        if (!d->attempted || (d->cfg->python_deps_update_interval > 0 && now >= d->next_check)) {
+                d->next_check = now + d->cfg->python_deps_update_interval;
+                check_and_install(d, false);
         }
 }
 
-void deps_request(struct jailer *j, int chan)
+void deps_request(struct deps *d, int chan)
 {
-        struct deps *d = j->deps;
         if (d->n_waiters >= MAX_WAITERS) {
                 struct proto_deps_done m = {.hdr = {PROTO_MAGIC, PROTO_DEPS_DONE}};
                 snprintf(m.message, sizeof(m.message), "too many dependency updates waiting");
@@ -735,7 +728,7 @@ void deps_request(struct jailer *j, int chan)
         if (d->pid > 0)
                 d->force_again = true; /* after the one running, one with today's file */
         else
-                check_and_install(j, true);
+                check_and_install(d, true);
 }
 
 /* What status.json says `current` was built from, if it is about the
@@ -812,14 +805,10 @@ static int check_wheel_dir(const struct deps *d, const struct config *c, char *e
         return -EACCES;
 }
 
-int deps_init(struct jailer *j, char *err, size_t errlen)
+/* The layer directory made or adopted, status.json written. */
+static int deps_setup(struct deps *d, char *err, size_t errlen)
 {
-        const struct config *c = j->cfg;
-        struct deps *d = calloc(1, sizeof(*d));
-        if (!d)
-                return -ENOMEM;
-        *d = (struct deps){.pidfd = -1, .out = -1, .dirfd = -1};
-        j->deps = d;
+        const struct config *c = d->cfg;
         d->uid = (uid_t)config_installer_uid(c);
         d->gid = (gid_t)config_installer_uid(c);
         if (!(d->dir = strdup(c->layer_dir)) ||
@@ -853,15 +842,36 @@ int deps_init(struct jailer *j, char *err, size_t errlen)
         adopt(d);
         if (!d->installed)
                 d->installed = json_array();
-        write_status(j);
+        write_status(d);
         return 0;
 }
 
-void deps_free(struct jailer *j)
+int deps_new(const struct config *cfg, struct loop *loop, struct deps **ret, char *err,
+             size_t errlen)
 {
-        struct deps *d = j->deps;
+        struct deps *d = calloc(1, sizeof(*d));
         if (!d)
-                return;
+                return -ENOMEM;
+        *d = (struct deps){.pidfd = -1, .out = -1, .dirfd = -1, .cfg = cfg, .loop = loop};
+        int r = deps_setup(d, err, errlen);
+        if (r < 0) {
+                deps_free(d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+void deps_on_layer_switched(struct deps *d, void (*fn)(void *data), void *data)
+{
+        d->layer_switched = fn;
+        d->layer_switched_data = data;
+}
+
+struct deps *deps_free(struct deps *d)
+{
+        if (!d)
+                return NULL;
         if (d->pid > 0) {
                 /* the reaper kills and reaps pip (see pip_reaper); killed
                  * itself only if it has not ended a few seconds later */
@@ -889,5 +899,5 @@ void deps_free(struct jailer *j)
         free(d->dir);
         free(d->status_path);
         free(d);
-        j->deps = NULL;
+        return NULL;
 }

@@ -34,7 +34,6 @@
  * server.max_body_bytes. Nothing of a body is kept before the route and
  * the key (from the headers) have been checked. */
 enum body_kind { BODY_NONE, BODY_SMALL, BODY_CONFIGURED };
-#define BODY_SMALL_BYTES 4096
 
 struct route {
         const char *method;
@@ -57,7 +56,7 @@ static const struct route routes[] = {
 static size_t body_limit(const struct config *cfg, const struct route *r)
 {
         return r->body == BODY_NONE    ? 0
-               : r->body == BODY_SMALL ? BODY_SMALL_BYTES
+               : r->body == BODY_SMALL ? HTTP_BODY_SMALL_BYTES
                                        : (size_t)cfg->max_body_bytes;
 }
 
@@ -139,13 +138,11 @@ static const struct route *find_route(const struct listener *l, const char *meth
         return NULL;
 }
 
-/* Headers are capped here, with a JSON answer, below the per-connection
- * pool where libmicrohttpd would refuse them itself; the pool bounds what
- * any connection, with a key or without, makes the server hold besides a
- * body its route accepts. */
-#define HEADERS_MAX (64 * 1024)
-#define CONNECTION_MEMORY (256 * 1024)
-
+/* Headers are capped here (HTTP_HEADERS_MAX), with a JSON answer, below
+ * the per-connection pool (HTTP_CONNECTION_MEMORY) where libmicrohttpd
+ * would refuse them itself; the pool bounds what any connection, with a
+ * key or without, makes the server hold besides a body its route
+ * accepts. */
 static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
                                        const char *value)
 {
@@ -179,13 +176,14 @@ static enum MHD_Result first_call(const struct listener *l, struct MHD_Connectio
 {
         struct http_state *st = l->st;
         bool known;
-        if (headers_size(conn) > HEADERS_MAX)
+        if (headers_size(conn) > HTTP_HEADERS_MAX) {
+                char msg[64];
+                snprintf(msg, sizeof(msg), "request headers larger than %d bytes",
+                         HTTP_HEADERS_MAX);
                 return send_reply(
                     conn, rq,
-                    (struct http_reply){.status = 431,
-                                        .body = result_error_json(-431, "request headers larger "
-                                                                        "than 65536 bytes")},
-                    true);
+                    (struct http_reply){.status = 431, .body = result_error_json(-431, msg)}, true);
+        }
         rq->route = find_route(l, method, url, &known);
         if (!rq->route)
                 return send_reply(
@@ -369,7 +367,7 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
             (unsigned)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
             (unsigned)cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)cfg->connection_timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-            (size_t)CONNECTION_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
+            (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)1024 * 1024,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, l, MHD_OPTION_NOTIFY_CONNECTION,
             on_connection, l, MHD_OPTION_END);
 }

@@ -11,6 +11,15 @@
 struct config;
 struct shared_stats;
 
+/* What a connection may make the server hold (docs/ARCHITECTURE.md,
+ * SECURITY.md and API.md state them; tests/unit/test_docs.c keeps them
+ * true): its headers, its memory besides a body its route accepts, and
+ * the body of a route that takes a small JSON object (a dependency
+ * update). */
+#define HTTP_HEADERS_MAX (64 * 1024)
+#define HTTP_CONNECTION_MEMORY (256 * 1024)
+#define HTTP_BODY_SMALL_BYTES 4096
+
 struct http_server_opts {
         const struct config *cfg;
         int listen_fd;                    /* bound and listening */

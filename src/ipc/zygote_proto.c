@@ -1,5 +1,5 @@
 /* The order of a SPAWN's descriptors, written once for both ends: the
- * jailer encodes (jailer/warm.c), the zygote decodes (zygote/main.c). */
+ * jailer encodes (jailer/zygote.c), the zygote decodes (zygote/main.c). */
 #include "ipc/zygote_proto.h"
 
 #include <errno.h>

@@ -2,17 +2,16 @@
  * event loop (loop.c) watches the control socket, a signalfd, the HTTP
  * process's pidfd, a one-second tick for retries and, each with its own
  * callback, per run its channel, pidfd, timerfd, sync socket and seccomp
- * listener (run.c), the zygote's socket and pidfd (warm.c) and pip's
- * (src/deps/). jailer.c wires them: the pools to the dependency layer's
- * switches. Handlers only mark a run finished; finished runs are freed
- * after the batch. */
+ * listener (run.c), the zygote's socket and pidfd (zygote.c) and pip's
+ * (src/deps/). jailer.c owns what every run is made with (struct run_env)
+ * and wires the rest: the pools to the dependency layer's switches.
+ * Handlers only mark a run finished; finished runs are freed after the
+ * batch. */
 #include "jailer/jailer.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +41,24 @@
 #include "jailer/internal.h"
 #include "runtime/runtime.h"
 
+struct pending;
+
+struct jailer {
+        struct run_env env; /* what runs are made with, lent to runs, pools and zygote */
+        struct runs *runs;
+        struct warm *warm;
+        int stats_fd; /* the statistics page's sealed memfd, handed to the HTTP process */
+        int sigfd, ctrl, http_pidfd, tickfd;
+        int log_sock; /* to the HTTP process: the reopened log file */
+        pid_t http_pid;
+        struct watch w_ctrl, w_sig, w_http, w_tick, w_net;
+        struct pending *pending, *pending_tail; /* RUNs waiting for a dying run */
+        bool stopping, http_gone;
+        bool ctrl_closed; /* the HTTP process sent what is off the menu */
+        int exit_code;
+        int64_t stop_deadline_ms; /* monotonic_ms() */
+};
+
 /* ---- start-up ---------------------------------------------------------- */
 
 static int build_filters(struct jailer *j, struct lang_slot *s, char *err, size_t errlen)
@@ -49,12 +66,12 @@ static int build_filters(struct jailer *j, struct lang_slot *s, char *err, size_
         for (int net = 0; net <= 1; net++) {
                 struct policy_opts o = {
                     .network = net,
-                    .no_memcg = cgroup_root_mode(j->cg) == CGROUP_NONE,
+                    .no_memcg = cgroup_root_mode(j->env.cg) == CGROUP_NONE,
                     .spawn_kills = s->rt->spawn_kills,
                     .self_pid = 1,
                     .lang_allow = s->rt->lang_allow,
-                    .extra = j->cfg->allowed_syscalls,
-                    .n_extra = j->cfg->n_allowed_syscalls,
+                    .extra = j->env.cfg->allowed_syscalls,
+                    .n_extra = j->env.cfg->n_allowed_syscalls,
                 };
                 int r = policy_build(&o, &s->filter[net]);
                 if (r < 0) {
@@ -79,7 +96,7 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
         sigaddset(&mask, SIGHUP);
         /* the first tick at once: it starts the first dependency install */
         struct itimerspec tick = {.it_value = {.tv_nsec = 1}, .it_interval = {.tv_sec = 1}};
-        int r = loop_new(&j->loop);
+        int r = loop_new(&j->env.loop);
         if (r < 0) {
                 snprintf(err, errlen, "event loop: %s", strerror(-r));
                 return r;
@@ -91,17 +108,13 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
                 snprintf(err, errlen, "event loop: %s", strerror(errno));
                 return -errno;
         }
-        if (seccomp_notify_alloc(&j->notif, &j->resp) < 0) {
-                snprintf(err, errlen, "seccomp notifications are not supported by this kernel");
-                return -ENOTSUP;
-        }
         j->w_sig = (struct watch){.fn = on_signal, .data = j};
         j->w_tick = (struct watch){.fn = on_tick, .data = j};
         j->w_net = (struct watch){.fn = on_refusals, .data = j};
-        r = loop_watch(j->loop, j->sigfd, &j->w_sig);
-        if (r == 0 && j->net && net_refusal_fd(j->net) >= 0)
-                r = loop_watch(j->loop, net_refusal_fd(j->net), &j->w_net);
-        return r < 0 ? r : loop_watch(j->loop, j->tickfd, &j->w_tick);
+        r = loop_watch(j->env.loop, j->sigfd, &j->w_sig);
+        if (r == 0 && j->env.net && net_refusal_fd(j->env.net) >= 0)
+                r = loop_watch(j->env.loop, net_refusal_fd(j->env.net), &j->w_net);
+        return r < 0 ? r : loop_watch(j->env.loop, j->tickfd, &j->w_tick);
 }
 
 /* Node.js is optional: a host without it still serves Python, and nodejs
@@ -109,7 +122,7 @@ static int setup_loop(struct jailer *j, char *err, size_t errlen)
 static void add_optional_node(struct jailer *j)
 {
         char err[256] = "";
-        if (runtime_node_new(j->cfg, &j->langs[LANG_NODEJS].rt, err, sizeof(err)) < 0)
+        if (runtime_node_new(j->env.cfg, &j->env.langs[LANG_NODEJS].rt, err, sizeof(err)) < 0)
                 log_warn(NULL, "runtime.unavailable", "language=nodejs error=%s", log_q(err));
 }
 
@@ -118,30 +131,31 @@ static void add_optional_node(struct jailer *j)
  * and the fix, in one line logged now and answered to each. */
 static void setup_network(struct jailer *j)
 {
-        const struct config *c = j->cfg;
+        const struct config *c = j->env.cfg;
         char err[256] = "out of memory";
         if (!c->enable_network || !config_net_namespace(c))
                 return;
-        if (net_open(c, &j->net, err, sizeof(err)) == 0 &&
-            (j->resolv_conf = net_resolv_conf(j->net)) != NULL) {
+        if (net_open(c, &j->env.net, err, sizeof(err)) == 0 &&
+            (j->env.resolv_conf = net_resolv_conf(j->env.net)) != NULL) {
                 char gw[32];
-                struct netaddr_prefix g = {.addr = net_gateway(j->net), .len = 32};
+                struct netaddr_prefix g = {.addr = net_gateway(j->env.net), .len = 32};
                 netaddr_format_prefix(&g, gw, sizeof(gw));
                 log_info(NULL, "network.ready", "subnet=%s gateway=%s allow=%zu egress_only=%zu",
                          c->net_subnet, gw, c->n_net_allow, c->n_net_egress_only);
                 return;
         }
-        snprintf(j->net_error, sizeof(j->net_error),
+        snprintf(j->env.net_error, sizeof(j->env.net_error),
                  "network unavailable: %s (lockboxd needs CAP_NET_ADMIN, veth and nftables; "
                  "or set enable_network: false, see docs/DEPLOY.md)",
                  err);
-        log_error(NULL, "network.unavailable", "error=%s", log_q(j->net_error));
+        log_error(NULL, "network.unavailable", "error=%s", log_q(j->env.net_error));
 }
 
 /* A new dependency layer: armed Python runs hold the old one. */
-static void drain_python_pools(struct jailer *j)
+static void drain_python_pools(void *data)
 {
-        warm_drain(j, LANG_PYTHON3);
+        struct jailer *j = data;
+        warm_drain(j->warm, LANG_PYTHON3);
 }
 
 int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t errlen)
@@ -149,47 +163,48 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
         struct jailer *j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (struct jailer){.cfg = cfg,
+        *j = (struct jailer){.env.cfg = cfg,
                              .sigfd = -1,
                              .ctrl = -1,
                              .http_pidfd = -1,
                              .stats_fd = -1,
                              .tickfd = -1,
                              .log_sock = -1};
-        int r = cgroup_root_open(&j->cg);
+        int r = cgroup_root_open(&j->env.cg);
         if (r == 0 && (r = uidpool_new((uid_t)cfg->uid_min, (uid_t)config_installer_uid(cfg) - 1,
-                                       &j->uids)) < 0)
+                                       &j->env.uids)) < 0)
                 snprintf(err, errlen, "uid pool %d-%d: %s", cfg->uid_min, cfg->uid_max,
                          strerror(-r));
         if (r == 0)
-                r = runtime_python_new(cfg, &j->langs[LANG_PYTHON3].rt, err, errlen);
+                r = runtime_python_new(cfg, &j->env.langs[LANG_PYTHON3].rt, err, errlen);
         if (r == 0)
                 add_optional_node(j);
-        for (size_t i = 0; r == 0 && i < ELEMENTSOF(j->langs); i++)
-                if (j->langs[i].rt)
-                        r = build_filters(j, &j->langs[i], err, errlen);
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(j->env.langs); i++)
+                if (j->env.langs[i].rt)
+                        r = build_filters(j, &j->env.langs[i], err, errlen);
         for (int net = 0; r == 0 && net <= 1; net++)
-                if (!(j->env[net] = runtime_env(cfg, net)))
+                if (!(j->env.envp[net] = runtime_env(cfg, net)))
                         r = -ENOMEM;
-        if (r == 0 && !(j->stats = stats_create(&j->stats_fd))) {
+        if (r == 0 && !(j->env.stats = stats_create(&j->stats_fd))) {
                 snprintf(err, errlen, "shared statistics page: %s", strerror(errno));
                 r = -ENOMEM;
         }
-        for (size_t i = 0; r == 0 && i < ELEMENTSOF(j->langs); i++)
-                atomic_store(&j->stats->runtime[i], j->langs[i].rt != NULL);
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(j->env.langs); i++)
+                atomic_store(&j->env.stats->runtime[i], j->env.langs[i].rt != NULL);
         if (r == 0)
                 setup_network(j);
         if (r == 0)
                 r = setup_loop(j, err, errlen);
-        j->layer_switched = drain_python_pools;
         if (r == 0)
-                r = deps_init(j, err, errlen);
+                r = runs_new(&j->env, &j->runs, err, errlen);
+        if (r == 0 && (r = deps_new(cfg, j->env.loop, &j->env.deps, err, errlen)) == 0)
+                deps_on_layer_switched(j->env.deps, drain_python_pools, j);
         if (r < 0) {
                 jailer_free(j);
                 return r;
         }
         log_info(NULL, "jailer.ready", "cgroup=%s uid_pool=%d-%d mode=%s",
-                 (const char *[]){"none", "v1", "v2"}[cgroup_root_mode(j->cg)], cfg->uid_min,
+                 (const char *[]){"none", "v1", "v2"}[cgroup_root_mode(j->env.cg)], cfg->uid_min,
                  cfg->uid_max, cfg->warm_mode);
         *ret = j;
         return 0;
@@ -199,34 +214,33 @@ struct jailer *jailer_free(struct jailer *j)
 {
         if (!j)
                 return NULL;
-        warm_free(j);
-        deps_free(j);
-        for (size_t i = 0; i < ELEMENTSOF(j->langs); i++) {
-                runtime_free(j->langs[i].rt);
-                policy_prog_free(&j->langs[i].filter[0]);
-                policy_prog_free(&j->langs[i].filter[1]);
+        j->warm = warm_free(j->warm);
+        j->runs = runs_free(j->runs);
+        j->env.deps = deps_free(j->env.deps);
+        for (size_t i = 0; i < ELEMENTSOF(j->env.langs); i++) {
+                runtime_free(j->env.langs[i].rt);
+                policy_prog_free(&j->env.langs[i].filter[0]);
+                policy_prog_free(&j->env.langs[i].filter[1]);
         }
-        runtime_strv_free(j->env[0]);
-        runtime_strv_free(j->env[1]);
-        uidpool_free(j->uids);
-        cgroup_root_free(j->cg);
-        if (j->notif)
-                seccomp_notify_free(j->notif, j->resp);
-        loop_free(j->loop);
+        runtime_strv_free(j->env.envp[0]);
+        runtime_strv_free(j->env.envp[1]);
+        uidpool_free(j->env.uids);
+        cgroup_root_free(j->env.cg);
+        loop_free(j->env.loop);
         safe_close(j->sigfd);
         safe_close(j->tickfd);
         safe_close(j->http_pidfd);
-        stats_unmap(j->stats);
+        stats_unmap(j->env.stats);
         safe_close(j->stats_fd);
-        net_close(j->net);
-        free(j->resolv_conf);
+        net_close(j->env.net);
+        free(j->env.resolv_conf);
         free(j);
         return NULL;
 }
 
 uint32_t jailer_gateway(const struct jailer *j)
 {
-        return j->net ? net_gateway(j->net) : 0;
+        return j->env.net ? net_gateway(j->env.net) : 0;
 }
 
 int jailer_stats_fd(const struct jailer *j)
@@ -256,37 +270,20 @@ static void sanitize_trace(char *t)
                         *t = '_';
 }
 
-/* No UID free, but a run answered at its exit report may still hold one
- * for the moment its process needs to die: wait for the first such run
- * (at most 100 ms, once: it is already SIGKILLed, and the event loop is
- * stalled meanwhile) and reap it. True if a UID came back. */
-static bool reap_answered(struct jailer *j)
-{
-        for (struct run *r = j->runs; r; r = r->next) {
-                if (!r->answered || r->finished || r->pidfd < 0)
-                        continue;
-                struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
-                if (RETRY_EINTR(poll(&p, 1, 100)) != 1)
-                        return false;
-                run_on_exit(j, r);
-                return r->finished;
-        }
-        return false;
-}
-
 /* An armed run if one waits, else a new one (a zygote fork or a cold
  * start). chan is consumed. */
-static void start_run(struct jailer *j, struct lang_slot *slot, struct proto_run *m, int chan)
+static void start_run(struct jailer *j, struct proto_run *m, int chan)
 {
-        struct run *run = warm_take(j, slot, m->network);
+        struct run *run = warm_take(j->warm, m->language, m->network);
         if (run) {
-                run_assign(j, run, TAKE_FD(chan), m->trace_id);
+                run_assign(run, TAKE_FD(chan), m->trace_id);
                 return;
         }
         char err[200] = "";
-        int r = run_create(j, slot, m->network, NULL, NULL, chan, m->trace_id, err, sizeof(err));
-        if (r == -EAGAIN && reap_answered(j))
-                r = run_create(j, slot, m->network, NULL, NULL, chan, m->trace_id, err,
+        int r = run_create(j->runs, m->language, m->network, NULL, NULL, chan, m->trace_id, err,
+                           sizeof(err));
+        if (r == -EAGAIN && runs_reap_answered(j->runs))
+                r = run_create(j->runs, m->language, m->network, NULL, NULL, chan, m->trace_id, err,
                                sizeof(err));
         if (r == -EAGAIN)
                 run_refuse(chan, RUN_STATUS_NO_IDENTITY, NULL);
@@ -312,8 +309,9 @@ static void serve(struct jailer *j, struct proto_run *m, int chan);
 
 static bool wait_for_dying(struct jailer *j, struct proto_run *m, int chan)
 {
-        if (j->stopping || j->n_active + j->n_dying < (unsigned)j->cfg->max_workers ||
-            j->n_active >= (unsigned)j->cfg->max_workers)
+        if (j->stopping ||
+            runs_active(j->runs) + runs_dying(j->runs) < (unsigned)j->env.cfg->max_workers ||
+            runs_active(j->runs) >= (unsigned)j->env.cfg->max_workers)
                 return false;
         struct pending *p = calloc(1, sizeof(*p));
         if (!p)
@@ -331,8 +329,8 @@ static bool wait_for_dying(struct jailer *j, struct proto_run *m, int chan)
  * as slots come free (or refused, when stopping). */
 static void serve_pending(struct jailer *j)
 {
-        while (j->pending &&
-               (j->stopping || j->n_active + j->n_dying < (unsigned)j->cfg->max_workers)) {
+        while (j->pending && (j->stopping || runs_active(j->runs) + runs_dying(j->runs) <
+                                                 (unsigned)j->env.cfg->max_workers)) {
                 struct pending *p = j->pending;
                 j->pending = p->next;
                 if (!j->pending)
@@ -345,12 +343,12 @@ static void serve_pending(struct jailer *j)
 /* Refuse what cannot be served, else start it. chan is consumed. */
 static void serve(struct jailer *j, struct proto_run *m, int chan)
 {
-        struct lang_slot *slot = &j->langs[m->language];
-        char msg[sizeof(j->net_error)] = "";
+        const struct lang_slot *slot = &j->env.langs[m->language];
+        char msg[sizeof(j->env.net_error)] = "";
         enum run_status refusal = RUN_STATUS_INTERNAL;
         if (wait_for_dying(j, m, chan))
                 return;
-        if (j->stopping || j->n_active >= (unsigned)j->cfg->max_workers) {
+        if (j->stopping || runs_active(j->runs) >= (unsigned)j->env.cfg->max_workers) {
                 refusal = RUN_STATUS_BUSY;
                 snprintf(msg, sizeof(msg), "%s", j->stopping ? "server is shutting down" : "");
         } else if (!slot->rt) {
@@ -358,10 +356,10 @@ static void serve(struct jailer *j, struct proto_run *m, int chan)
                          "%s is not available on this host (%s was not found at start-up)",
                          m->language == LANG_NODEJS ? "nodejs" : "python3",
                          m->language == LANG_NODEJS ? "nodejs_path" : "python_path");
-        } else if (m->network && !run_network_usable(j)) {
-                snprintf(msg, sizeof(msg), "%s", j->net_error);
+        } else if (m->network && !run_env_network_usable(&j->env)) {
+                snprintf(msg, sizeof(msg), "%s", j->env.net_error);
         } else {
-                start_run(j, slot, m, chan);
+                start_run(j, m, chan);
                 return;
         }
         /* Every refusal answers and closes the channel it was handed. */
@@ -378,7 +376,7 @@ static void distrust_http(struct jailer *j, const char *why, int *fds, size_t nf
                 safe_close(fds[i]);
         log_error(NULL, "ipc.bad_message", "error=%s effect=\"the HTTP process is killed\"",
                   log_q(why));
-        loop_unwatch(j->loop, j->ctrl);
+        loop_unwatch(j->env.loop, j->ctrl);
         j->ctrl_closed = true;
         if (j->http_pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, j->http_pidfd, SIGKILL, NULL, 0);
@@ -409,7 +407,7 @@ static void on_deps_msg(struct jailer *j)
                 distrust_http(j, "invalid DEPS", fds, nf);
                 return;
         }
-        deps_request(j, fds[0]);
+        deps_request(j->env.deps, fds[0]);
 }
 
 /* The menu: RUN and DEPS, told apart by the header; anything else ends the
@@ -423,7 +421,7 @@ static void on_ctrl(void *data, uint32_t events)
                 if (n < 0 && errno == EAGAIN)
                         return;
                 if (n == 0) { /* the HTTP process closed its end */
-                        loop_unwatch(j->loop, j->ctrl);
+                        loop_unwatch(j->env.loop, j->ctrl);
                         return;
                 }
                 if (n == (ssize_t)sizeof(h) && h.magic == PROTO_MAGIC && h.type == PROTO_DEPS)
@@ -439,9 +437,8 @@ static void on_ctrl(void *data, uint32_t events)
 
 static void kill_all(struct jailer *j)
 {
-        for (struct run *r = j->runs; r; r = r->next)
-                run_kill(r, REASON_NONE);
-        warm_stop(j);
+        runs_kill_all(j->runs);
+        warm_stop(j->warm);
 }
 
 static void begin_stop(struct jailer *j, const char *why)
@@ -449,16 +446,14 @@ static void begin_stop(struct jailer *j, const char *why)
         if (j->stopping)
                 return;
         j->stopping = true;
-        log_info(NULL, "jailer.stopping", "reason=%s runs=%u", why, j->n_active);
+        log_info(NULL, "jailer.stopping", "reason=%s runs=%u", why, runs_active(j->runs));
         /* Armed runs and the zygote serve no one any more. */
-        for (struct run *r = j->runs; r; r = r->next)
-                if (r->chan < 0)
-                        run_kill(r, REASON_NONE);
-        warm_stop(j);
+        runs_stop(j->runs);
+        warm_stop(j->warm);
         if (!j->http_gone)
                 kill(j->http_pid, SIGTERM);
         /* The HTTP side lets running requests finish: at most one deadline. */
-        j->stop_deadline_ms = monotonic_ms() + ((int64_t)j->cfg->worker_timeout + 10) * 1000;
+        j->stop_deadline_ms = monotonic_ms() + ((int64_t)j->env.cfg->worker_timeout + 10) * 1000;
 }
 
 /* SIGHUP: log rotation. Reopen log_path's file and hand it to the HTTP
@@ -502,7 +497,7 @@ static void on_http_exit(void *data, uint32_t events)
         if (RETRY_EINTR(waitpid(j->http_pid, &status, WNOHANG)) <= 0)
                 return;
         j->http_gone = true;
-        loop_unwatch(j->loop, j->http_pidfd);
+        loop_unwatch(j->env.loop, j->http_pidfd);
         bool clean = j->stopping && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!clean) {
                 log_error(NULL, "http.died", "status=%d", status);
@@ -514,12 +509,8 @@ static void on_http_exit(void *data, uint32_t events)
 
 static bool tracked(const struct jailer *j, pid_t pid)
 {
-        if (pid == j->http_pid || warm_zygote_owns(j, pid) || deps_owns(j, pid))
-                return true;
-        for (const struct run *r = j->runs; r; r = r->next)
-                if (r->pid == pid)
-                        return true;
-        return false;
+        return pid == j->http_pid || warm_zygote_owns(j->warm, pid) ||
+               deps_owns(j->env.deps, pid) || runs_own(j->runs, pid);
 }
 
 /* The jailer's children now, from /proc (at most max); -1 if unreadable. */
@@ -547,7 +538,7 @@ static int list_children(pid_t *out, int max)
 static void reap_strays(struct jailer *j)
 {
         pid_t kids[512];
-        if (warm_spawns_pending(j))
+        if (warm_spawns_pending(j->warm))
                 return;
         int n = list_children(kids, (int)ELEMENTSOF(kids));
         for (int i = 0; i < n; i++)
@@ -572,20 +563,6 @@ static void reap_all_children(void)
         }
 }
 
-/* The egress table's refusal counters, for /metrics: read at most once a
- * second, and only after runs with network. */
-_Static_assert(STATS_NET_REASONS == EGRESS_REASONS, "one counter per refusal reason");
-
-static void publish_refused(struct jailer *j)
-{
-        uint64_t v[EGRESS_REASONS];
-        if (!j->net || !j->net_dirty || net_refused(j->net, v) < 0)
-                return;
-        j->net_dirty = false;
-        for (size_t i = 0; i < EGRESS_REASONS && i < STATS_NET_REASONS; i++)
-                atomic_store(&j->stats->net_refused[i], v[i]);
-}
-
 /* Resident bytes of a process, from /proc/<pid>/statm; 0 if unknown. */
 static long long resident_bytes(pid_t pid)
 {
@@ -602,10 +579,10 @@ static long long resident_bytes(pid_t pid)
 /* lockboxd's own memory for /metrics: the HTTP process reads no /proc */
 static void publish_memory(struct jailer *j)
 {
-        atomic_store(&j->stats->rss[STATS_PROC_HTTP], resident_bytes(j->http_pid));
-        atomic_store(&j->stats->rss[STATS_PROC_JAILER], resident_bytes(getpid()));
-        atomic_store(&j->stats->rss[STATS_PROC_ZYGOTE],
-                     resident_bytes(atomic_load(&j->stats->zygote_pid)));
+        atomic_store(&j->env.stats->rss[STATS_PROC_HTTP], resident_bytes(j->http_pid));
+        atomic_store(&j->env.stats->rss[STATS_PROC_JAILER], resident_bytes(getpid()));
+        atomic_store(&j->env.stats->rss[STATS_PROC_ZYGOTE],
+                     resident_bytes(atomic_load(&j->env.stats->zygote_pid)));
 }
 
 static void on_tick(void *data, uint32_t events)
@@ -614,29 +591,18 @@ static void on_tick(void *data, uint32_t events)
         uint64_t ticks;
         if (read(j->tickfd, &ticks, sizeof(ticks)) != sizeof(ticks))
                 return;
-        warm_on_tick(j);
-        deps_on_tick(j);
+        warm_on_tick(j->warm);
+        if (!j->stopping)
+                deps_on_tick(j->env.deps);
         reap_strays(j);
-        publish_refused(j);
+        runs_publish_refused(j->runs);
         publish_memory(j);
 }
 
 static void on_refusals(void *data, uint32_t events)
 {
-        run_read_refusals(data);
-}
-
-static void sweep(struct jailer *j)
-{
-        for (struct run **pp = &j->runs; *pp;) {
-                struct run *run = *pp;
-                if (!run->finished) {
-                        pp = &run->next;
-                        continue;
-                }
-                *pp = run->next;
-                free(run);
-        }
+        struct jailer *j = data;
+        runs_read_refusals(j->runs);
 }
 
 static int loop_timeout_ms(struct jailer *j)
@@ -661,28 +627,28 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         j->http_pidfd = (int)syscall(SYS_pidfd_open, http_pid, 0);
         j->w_ctrl = (struct watch){.fn = on_ctrl, .data = j};
         j->w_http = (struct watch){.fn = on_http_exit, .data = j};
-        if (j->http_pidfd < 0 || loop_watch(j->loop, ctrl_fd, &j->w_ctrl) < 0 ||
-            loop_watch(j->loop, j->http_pidfd, &j->w_http) < 0 ||
-            warm_init(j, err, sizeof(err)) < 0) {
+        if (j->http_pidfd < 0 || loop_watch(j->env.loop, ctrl_fd, &j->w_ctrl) < 0 ||
+            loop_watch(j->env.loop, j->http_pidfd, &j->w_http) < 0 ||
+            warm_new(&j->env, j->runs, &j->warm, err, sizeof(err)) < 0) {
                 log_error(NULL, "jailer.start_failed", "error=%s",
                           log_q(*err ? err : strerror(errno)));
                 kill(http_pid, SIGKILL);
                 waitpid(http_pid, NULL, 0);
                 return 1;
         }
-        warm_refill(j);
-        warm_publish(j);
-        while (!(j->http_gone && j->runs == NULL && !warm_zygote_alive(j))) {
-                int n = loop_run_once(j->loop, loop_timeout_ms(j));
+        warm_refill(j->warm);
+        warm_publish(j->warm);
+        while (!(j->http_gone && runs_empty(j->runs) && !warm_zygote_alive(j->warm))) {
+                int n = loop_run_once(j->env.loop, loop_timeout_ms(j));
                 if (n < 0 && n != -EINTR) {
                         log_error(NULL, "jailer.epoll", "error=%s", log_q(strerror(-n)));
                         kill_all(j);
                         return 1;
                 }
-                sweep(j);
+                runs_sweep(j->runs);
                 serve_pending(j);
-                warm_refill(j);
-                warm_publish(j);
+                warm_refill(j->warm);
+                warm_publish(j->warm);
         }
         j->stopping = true;
         serve_pending(j); /* refused: none may be left unanswered */

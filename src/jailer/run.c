@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,8 +37,56 @@
 #include "jailer/internal.h"
 #include "runtime/runtime.h"
 
-/* A child that has not finished its lock sequence by then is stuck. */
-#define SPAWN_TIMEOUT_S 10
+enum run_state {
+        RUN_SPAWNING, /* cloned (or asked of the zygote), walking the lock sequence */
+        RUN_ARMED,    /* every lock on, waiting in its pool for a request */
+        RUN_ACTIVE,   /* a request's: the program runs, the deadline ticks */
+};
+
+struct run {
+        struct run *next; /* all runs */
+        struct watch w_chan, w_pidfd, w_timer, w_listener, w_sync, w_report;
+        struct runs *rs;
+        const struct lang_slot *slot;
+        int lang;                      /* enum proto_language */
+        const struct run_owner *owner; /* told when it is armed and gone, or NULL */
+        void *owner_data;              /* its owner's (a pool), or NULL */
+        enum run_state state;
+        bool network, warm, zygote, exec_done, killed, finished, counted;
+        bool retired;  /* killed on purpose before serving: not a failure */
+        bool answered; /* its result went out at its exit report, before the reap */
+        int chan, timerfd, sync, listener, pidfd;
+        pid_t pid;
+        int code_w, out_r, err_r; /* our pipe ends, until STARTED hands them over */
+        int report_r;             /* the program's exit report, or -1 */
+        int reported;             /* its reported exit code, -1 before */
+        struct layer *layer;      /* the dependency layer it binds (Python) */
+        uid_t uid;
+        struct cgroup_run *cg;
+        uint32_t net_addr;    /* its address, with a network namespace */
+        unsigned net_refused; /* packets the egress policy refused it (logged ones) */
+        char trace[PROTO_TRACE_LEN + 1];
+        char failure[160]; /* why the start failed, for the request's -500 */
+        enum run_reason reason;
+        int syscall_nr;
+        int64_t start_us; /* monotonic_us() of the program: when STARTED was sent */
+};
+
+/* Every run of the jailer, and what they share. */
+struct runs {
+        const struct run_env *env;
+        struct run *head;
+        unsigned n_active; /* runs that hold a request: <= max_workers */
+        unsigned n_dying;  /* runs answered at their exit report, not yet reaped */
+        bool stopping;     /* the jailer stops: a start that fails is no failure */
+        bool net_dirty;    /* a run with network ended since counters were read */
+        /* by language: another way of spawning its runs (the zygote), or NULL */
+        const struct run_spawner *spawner[PROTO_LANG_SLOTS];
+        void *spawner_data[PROTO_LANG_SLOTS];
+        /* the seccomp listener's buffers, one pair for every run */
+        struct seccomp_notif *notif;
+        struct seccomp_notif_resp *resp;
+};
 
 void run_refuse(int chan, enum run_status status, const char *message)
 {
@@ -56,7 +105,7 @@ static int arm_timer(struct run *run, int seconds)
 void run_retire(struct run *run)
 {
         run->owner = NULL;
-        run->pool = NULL;
+        run->owner_data = NULL;
         run->retired = true;
         run_kill(run, REASON_NONE);
 }
@@ -129,10 +178,10 @@ static void child_ends_close(struct child_ends *c)
 
 /* What the configuration limits a run to; RLIMIT_DATA only without a
  * memory cgroup. The one place for both cold and zygote runs. */
-static struct run_limits run_limits(const struct jailer *j)
+static struct run_limits run_limits(const struct runs *rs)
 {
-        const struct config *c = j->cfg;
-        bool memcg = cgroup_root_mode(j->cg) != CGROUP_NONE;
+        const struct config *c = rs->env->cfg;
+        bool memcg = cgroup_root_mode(rs->env->cg) != CGROUP_NONE;
         return (struct run_limits){.data_bytes = memcg ? 0 : c->memory_bytes,
                                    .nproc = c->processes,
                                    .cpu_seconds = c->cpu_seconds,
@@ -142,10 +191,10 @@ static struct run_limits run_limits(const struct jailer *j)
                                    .tmp_inodes = c->tmp_inodes};
 }
 
-static struct jail_spec make_spec(struct jailer *j, struct run *run, const struct child_ends *ends,
+static struct jail_spec make_spec(struct runs *rs, struct run *run, const struct child_ends *ends,
                                   int cg_dirfd)
 {
-        const struct config *c = j->cfg;
+        const struct config *c = rs->env->cfg;
         const struct runtime *rt = run->slot->rt;
         return (struct jail_spec){
             .mode = JAIL_COLD,
@@ -155,10 +204,10 @@ static struct jail_spec make_spec(struct jailer *j, struct run *run, const struc
             .hostname = c->hostname,
             .ro_paths = (const char *const *)rt->ro_paths,
             .n_ro_paths = rt->n_ro_paths,
-            .limits = run_limits(j),
+            .limits = run_limits(rs),
             .exec_path = rt->exec_path,
             .argv = rt->argv,
-            .envp = j->env[run->network],
+            .envp = rs->env->envp[run->network],
             .sync_fd = ends->fds[0],
             .code_fd = ends->fds[1],
             .stdout_fd = ends->fds[2],
@@ -166,21 +215,22 @@ static struct jail_spec make_spec(struct jailer *j, struct run *run, const struc
             .report_fd = ends->report,
             .deps_fd = ends->deps,
             .netns_fd = ends->netns,
-            .resolv_conf = j->resolv_conf,
+            .resolv_conf = rs->env->resolv_conf,
             .filter = &run->slot->filter[run->network],
             .cgroup_procs = {ends->procs[0], ends->procs[1]},
             .cgroup_dirfd = cg_dirfd,
         };
 }
 
-static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *err, size_t errlen)
+static int make_cgroup(struct runs *rs, struct run *run, int procs[2], char *err, size_t errlen)
 {
-        if (cgroup_root_mode(j->cg) == CGROUP_NONE)
+        if (cgroup_root_mode(rs->env->cg) == CGROUP_NONE)
                 return 0;
         char name[32];
-        struct cgroup_limits l = {.memory_bytes = j->cfg->memory_bytes, .pids = j->cfg->processes};
+        struct cgroup_limits l = {.memory_bytes = rs->env->cfg->memory_bytes,
+                                  .pids = rs->env->cfg->processes};
         snprintf(name, sizeof(name), "uid-%u", (unsigned)run->uid);
-        int r = cgroup_run_create(j->cg, name, &l, &run->cg);
+        int r = cgroup_run_create(rs->env->cg, name, &l, &run->cg);
         if (r == 0)
                 r = cgroup_run_procs_fds(run->cg, procs);
         if (r < 0)
@@ -188,16 +238,18 @@ static int make_cgroup(struct jailer *j, struct run *run, int procs[2], char *er
         return r;
 }
 
-int run_watch_exit(struct jailer *j, struct run *run)
+static int run_watch_exit(struct runs *rs, struct run *run)
 {
-        return loop_watch(j->loop, run->pidfd, &run->w_pidfd);
+        return loop_watch(rs->env->loop, run->pidfd, &run->w_pidfd);
 }
 
 /* Clone a cold child, or ask the zygote for a warm one. */
-static int launch(struct jailer *j, struct run *run, struct child_ends *c, char *err, size_t errlen)
+static int launch(struct runs *rs, struct run *run, struct child_ends *c, char *err, size_t errlen)
 {
         int dirfd = run->cg ? cgroup_run_dirfd(run->cg) : -1;
-        if (run->slot->zygote && j->spawner && j->spawner->up(j)) {
+        const struct run_spawner *sp = rs->spawner[run->lang];
+        void *sp_data = rs->spawner_data[run->lang];
+        if (sp && sp->up(sp_data)) {
                 struct zygote_fds f = {.sync = c->fds[0],
                                        .code = c->fds[1],
                                        .out = c->fds[2],
@@ -207,21 +259,21 @@ static int launch(struct jailer *j, struct run *run, struct child_ends *c, char 
                                        .deps = c->deps,
                                        .report = c->report,
                                        .netns = c->netns};
-                struct run_limits limits = run_limits(j);
+                struct run_limits limits = run_limits(rs);
                 run->warm = run->zygote = true;
-                int r = j->spawner->spawn(j, run, &f, &limits);
+                int r = sp->spawn(sp_data, run, run->uid, run->network, &f, &limits);
                 if (r < 0)
                         snprintf(err, errlen, "zygote: %s", strerror(-r));
                 return r;
         }
-        struct jail_spec spec = make_spec(j, run, c, dirfd);
+        struct jail_spec spec = make_spec(rs, run, c, dirfd);
         struct jail_started st;
         int r = jail_start(&spec, false, &st, err, errlen);
         if (r < 0)
                 return r;
         run->pid = st.pid;
         run->pidfd = st.pidfd;
-        if ((r = run_watch_exit(j, run)) < 0) {
+        if ((r = run_watch_exit(rs, run)) < 0) {
                 syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
                 waitpid(run->pid, NULL, 0);
                 snprintf(err, errlen, "epoll: %s", strerror(-r));
@@ -236,7 +288,7 @@ static void on_sync_event(void *data, uint32_t events);
 static void on_exit_event(void *data, uint32_t events);
 static void on_report_event(void *data, uint32_t events);
 
-static int watch_run(struct jailer *j, struct run *run)
+static int watch_run(struct runs *rs, struct run *run)
 {
         run->w_chan = (struct watch){.fn = on_chan_event, .data = run};
         run->w_timer = (struct watch){.fn = on_timer_event, .data = run};
@@ -244,20 +296,20 @@ static int watch_run(struct jailer *j, struct run *run)
         run->w_sync = (struct watch){.fn = on_sync_event, .data = run};
         run->w_pidfd = (struct watch){.fn = on_exit_event, .data = run};
         run->w_report = (struct watch){.fn = on_report_event, .data = run};
-        int r = loop_watch(j->loop, run->sync, &run->w_sync);
+        int r = loop_watch(rs->env->loop, run->sync, &run->w_sync);
         if (r == 0)
-                r = loop_watch(j->loop, run->timerfd, &run->w_timer);
+                r = loop_watch(rs->env->loop, run->timerfd, &run->w_timer);
         if (r == 0 && run->chan >= 0)
-                r = loop_watch(j->loop, run->chan, &run->w_chan);
+                r = loop_watch(rs->env->loop, run->chan, &run->w_chan);
         return r;
 }
 
-static void release_identity(struct jailer *j, struct run *run)
+static void release_identity(struct runs *rs, struct run *run)
 {
-        deps_layer_release(j, run->layer);
+        deps_layer_release(rs->env->deps, run->layer);
         run->layer = NULL;
         if (run->net_addr)
-                net_run_release(j->net, run->net_addr); /* once: then no longer held */
+                net_run_release(rs->env->net, run->net_addr); /* once: then no longer held */
         if (run->cg) {
                 int r = cgroup_run_destroy(run->cg);
                 if (r < 0) {
@@ -270,55 +322,54 @@ static void release_identity(struct jailer *j, struct run *run)
                 run->cg = cgroup_run_free(run->cg);
         }
         if (run->uid)
-                uidpool_release(j->uids, run->uid);
+                uidpool_release(rs->env->uids, run->uid);
         run->uid = 0;
 }
 
 /* Unwatch before closing: a clone that has not yet dropped its inherited
  * fds holds copies, and while any copy lives epoll keeps the registration
  * and would report it with a pointer to this run after it is freed. */
-static void release_fds(struct jailer *j, struct run *run)
+static void release_fds(struct runs *rs, struct run *run)
 {
         int *fds[] = {&run->chan,   &run->timerfd, &run->sync,  &run->listener, &run->pidfd,
                       &run->code_w, &run->out_r,   &run->err_r, &run->report_r};
         for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
-                loop_unwatch(j->loop, *fds[i]);
+                loop_unwatch(rs->env->loop, *fds[i]);
                 *fds[i] = safe_close(*fds[i]);
         }
 }
 
-static void run_destroy(struct jailer *j, struct run *run)
+static void run_destroy(struct runs *rs, struct run *run)
 {
-        release_identity(j, run);
-        release_fds(j, run);
+        release_identity(rs, run);
+        release_fds(rs, run);
         free(run);
 }
 
 /* UID, deadline timer, cgroups, pipes: everything but the process. */
-static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char *err,
-                   size_t errlen)
+static int prepare(struct runs *rs, struct run *run, struct child_ends *c, char *err, size_t errlen)
 {
-        int r = uidpool_acquire(j->uids, &run->uid);
+        int r = uidpool_acquire(rs->env->uids, &run->uid);
         if (r < 0)
                 return r; /* -EAGAIN: no identity free */
         run->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (run->timerfd < 0 || arm_timer(run, SPAWN_TIMEOUT_S) < 0) {
+        if (run->timerfd < 0 || arm_timer(run, RUN_SPAWN_TIMEOUT_S) < 0) {
                 snprintf(err, errlen, "timer: %s", strerror(errno));
                 return -EIO;
         }
-        if (make_cgroup(j, run, c->procs, err, errlen) < 0)
+        if (make_cgroup(rs, run, c->procs, err, errlen) < 0)
                 return -EIO;
         if ((r = make_channels(run, c->fds)) < 0) {
                 snprintf(err, errlen, "pipes: %s", strerror(-r));
                 return -EIO;
         }
         if (run->slot->rt->lang == LANG_PYTHON3 &&
-            (r = deps_layer_acquire(j, &run->layer, &c->deps)) < 0) {
+            (r = deps_layer_acquire(rs->env->deps, &run->layer, &c->deps)) < 0) {
                 snprintf(err, errlen, "dependency layer: %s", strerror(-r));
                 return -EIO;
         }
-        if (run->network && j->net &&
-            (r = net_run_create(j->net, &c->netns, &run->net_addr, err, errlen)) < 0)
+        if (run->network && rs->env->net &&
+            (r = net_run_create(rs->env->net, &c->netns, &run->net_addr, err, errlen)) < 0)
                 return -EIO;
         int rp[2];
         if (run->slot->rt->exit_report) {
@@ -332,19 +383,19 @@ static int prepare(struct jailer *j, struct run *run, struct child_ends *c, char
         return 0;
 }
 
-int run_create(struct jailer *j, struct lang_slot *slot, bool network,
-               const struct run_owner *owner, struct pool *pool, int chan, const char *trace,
-               char *err, size_t errlen)
+int run_create(struct runs *rs, int lang, bool network, const struct run_owner *owner,
+               void *owner_data, int chan, const char *trace, char *err, size_t errlen)
 {
         struct run *run = calloc(1, sizeof(*run));
         if (!run)
                 return -ENOMEM;
-        *run = (struct run){.j = j,
-                            .slot = slot,
+        *run = (struct run){.rs = rs,
+                            .slot = &rs->env->langs[lang],
+                            .lang = lang,
                             .owner = owner,
-                            .pool = pool,
+                            .owner_data = owner_data,
                             .network = network,
-                            .warm = pool != NULL,
+                            .warm = owner != NULL,
                             .chan = -1,
                             .timerfd = -1,
                             .sync = -1,
@@ -357,31 +408,31 @@ int run_create(struct jailer *j, struct lang_slot *slot, bool network,
                             .reported = -1};
         snprintf(run->trace, sizeof(run->trace), "%s", trace ? trace : "");
         struct child_ends c = {{-1, -1, -1, -1}, -1, -1, {-1, -1}, -1};
-        int r = prepare(j, run, &c, err, errlen);
+        int r = prepare(rs, run, &c, err, errlen);
         run->chan = chan;
-        if (r == 0 && (r = watch_run(j, run)) < 0) {
+        if (r == 0 && (r = watch_run(rs, run)) < 0) {
                 snprintf(err, errlen, "epoll: %s", strerror(-r));
                 r = -EIO;
         }
-        if (r == 0 && launch(j, run, &c, err, errlen) < 0)
+        if (r == 0 && launch(rs, run, &c, err, errlen) < 0)
                 r = -EIO;
         child_ends_close(&c);
         if (r < 0) {
                 run->chan = -1; /* the caller answers on it */
-                run_destroy(j, run);
+                run_destroy(rs, run);
                 return r;
         }
         run->counted = chan >= 0;
-        j->n_active += run->counted;
-        run->next = j->runs;
-        j->runs = run;
+        rs->n_active += run->counted;
+        run->next = rs->head;
+        rs->head = run;
         return 0;
 }
 
 /* ---- starting the program --------------------------------------------------- */
 
 /* Hand the pipes to the HTTP side and start the clock. */
-static void start_program(struct jailer *j, struct run *run)
+static void start_program(struct runs *rs, struct run *run)
 {
         struct proto_started m = {.hdr = {PROTO_MAGIC, PROTO_STARTED}, .warm = run->warm};
         int fds[3] = {run->code_w, run->out_r, run->err_r};
@@ -391,31 +442,32 @@ static void start_program(struct jailer *j, struct run *run)
         run->err_r = safe_close(run->err_r);
         run->state = RUN_ACTIVE;
         run->start_us = monotonic_us();
-        if (r < 0 || arm_timer(run, j->cfg->worker_timeout) < 0 ||
-            (run->report_r >= 0 && loop_watch(j->loop, run->report_r, &run->w_report) < 0))
+        if (r < 0 || arm_timer(run, rs->env->cfg->worker_timeout) < 0 ||
+            (run->report_r >= 0 && loop_watch(rs->env->loop, run->report_r, &run->w_report) < 0))
                 run_kill(run, REASON_NONE); /* nobody to run it for */
         log_debug(run->trace, "run.start", "lang=%s uid=%u network=%d pid=%d warm=%d",
                   run->slot->rt->name, (unsigned)run->uid, run->network, (int)run->pid, run->warm);
 }
 
-void run_assign(struct jailer *j, struct run *run, int chan, const char *trace)
+void run_assign(struct run *run, int chan, const char *trace)
 {
+        struct runs *rs = run->rs;
         run->chan = chan;
         snprintf(run->trace, sizeof(run->trace), "%s", trace);
         run->counted = true;
-        j->n_active++;
+        rs->n_active++;
         run->owner = NULL;
-        run->pool = NULL;
-        if (loop_watch(j->loop, run->chan, &run->w_chan) < 0)
+        run->owner_data = NULL;
+        if (loop_watch(rs->env->loop, run->chan, &run->w_chan) < 0)
                 run_kill(run, REASON_NONE);
-        start_program(j, run);
+        start_program(rs, run);
 }
 
 /* Every lock is on and the program's pipe is empty: serve or arm. */
-static void ready(struct jailer *j, struct run *run)
+static void ready(struct runs *rs, struct run *run)
 {
         if (run->chan >= 0) {
-                start_program(j, run);
+                start_program(rs, run);
                 return;
         }
         run->state = RUN_ARMED;
@@ -423,12 +475,12 @@ static void ready(struct jailer *j, struct run *run)
         timerfd_settime(run->timerfd, 0, &off, NULL);
         /* nobody to serve (a request that went away meanwhile): not kept */
         if (run->owner)
-                run->owner->armed(j, run);
+                run->owner->armed(run->owner_data, run);
         else
                 run_retire(run);
 }
 
-static void run_on_sync(struct jailer *j, struct run *run)
+static void run_on_sync(struct runs *rs, struct run *run)
 {
         for (;;) {
                 struct jail_sync_msg m;
@@ -438,17 +490,17 @@ static void run_on_sync(struct jailer *j, struct run *run)
                         return;
                 if (r == 1 && m.type == SYNC_LISTENER && fd >= 0 && run->listener < 0) {
                         run->listener = fd;
-                        if (loop_watch(j->loop, run->listener, &run->w_listener) < 0)
+                        if (loop_watch(rs->env->loop, run->listener, &run->w_listener) < 0)
                                 fail_start(run, "epoll on the listener failed", NULL);
                         continue;
                 }
                 safe_close(fd);
-                loop_unwatch(j->loop, run->sync);
+                loop_unwatch(rs->env->loop, run->sync);
                 run->sync = safe_close(run->sync);
                 if (r == 1 && m.type == SYNC_READY && run->listener >= 0)
-                        ready(j, run);
+                        ready(rs, run);
                 else if (r == 0 && run->exec_done && run->listener >= 0)
-                        ready(j, run); /* a cold child's exec closed the socket */
+                        ready(rs, run); /* a cold child's exec closed the socket */
                 else if (r == 1 && m.type == SYNC_FAIL) {
                         fail_start(run, m.step, strerror(m.error));
                 } else
@@ -459,28 +511,28 @@ static void run_on_sync(struct jailer *j, struct run *run)
 
 /* After the start: a notification is a forbidden call. Exec is a probe
  * that fails with EPERM; anything else stops the run and is named. */
-static void on_forbidden(struct jailer *j, struct run *run)
+static void on_forbidden(struct runs *rs, struct run *run)
 {
-        memset(j->notif, 0, sizeof(*j->notif));
-        if (seccomp_notify_receive(run->listener, j->notif) < 0)
+        memset(rs->notif, 0, sizeof(*rs->notif));
+        if (seccomp_notify_receive(run->listener, rs->notif) < 0)
                 return;
-        if (!policy_is_exec(j->notif->data.nr)) {
+        if (!policy_is_exec(rs->notif->data.nr)) {
                 if (run->reason == REASON_NONE)
-                        run->syscall_nr = j->notif->data.nr;
+                        run->syscall_nr = rs->notif->data.nr;
                 run_kill(run, REASON_SYSCALL);
         }
         /* Answer anyway so the thread never stays parked if the kill raced. */
-        j->resp->id = j->notif->id;
-        j->resp->error = -EPERM;
-        j->resp->val = 0;
-        j->resp->flags = 0;
-        seccomp_notify_respond(run->listener, j->resp);
+        rs->resp->id = rs->notif->id;
+        rs->resp->error = -EPERM;
+        rs->resp->val = 0;
+        rs->resp->flags = 0;
+        seccomp_notify_respond(run->listener, rs->resp);
 }
 
-static void run_on_listener(struct jailer *j, struct run *run, uint32_t events)
+static void run_on_listener(struct runs *rs, struct run *run, uint32_t events)
 {
         if (!(events & EPOLLIN)) {
-                loop_unwatch(j->loop, run->listener);
+                loop_unwatch(rs->env->loop, run->listener);
                 return;
         }
         if (run->state == RUN_SPAWNING && !run->zygote && !run->exec_done) {
@@ -489,10 +541,10 @@ static void run_on_listener(struct jailer *j, struct run *run, uint32_t events)
                         fail_start(run, "exec", strerror(-r));
                 return;
         }
-        on_forbidden(j, run);
+        on_forbidden(rs, run);
 }
 
-static void run_on_chan(struct jailer *j, struct run *run)
+static void run_on_chan(struct runs *rs, struct run *run)
 {
         struct proto_header h;
         int fd;
@@ -505,12 +557,12 @@ static void run_on_chan(struct jailer *j, struct run *run)
                 return;
         }
         /* EOF or garbage: nobody is waiting for this run any more. */
-        loop_unwatch(j->loop, run->chan);
+        loop_unwatch(rs->env->loop, run->chan);
         run->chan = safe_close(run->chan);
         run_kill(run, REASON_NONE);
 }
 
-static void run_on_timer(struct jailer *j, struct run *run)
+static void run_on_timer(struct runs *rs, struct run *run)
 {
         uint64_t ticks;
         if (read(run->timerfd, &ticks, sizeof(ticks)) != sizeof(ticks))
@@ -523,8 +575,9 @@ static void run_on_timer(struct jailer *j, struct run *run)
         if (run->pid <= 0) {
                 /* still waiting for the zygote's answer: it hangs */
                 log_error(run->trace, "zygote.unresponsive", "effect=\"restarting it\"");
-                if (j->spawner)
-                        j->spawner->hung(j);
+                const struct run_spawner *sp = rs->spawner[run->lang];
+                if (sp)
+                        sp->hung(rs->spawner_data[run->lang]);
         }
 }
 
@@ -561,7 +614,7 @@ static void classify(struct run *run, int status, const struct rusage *ru,
 
 /* The result for the HTTP side, and the run's log line. Once the process
  * is reaped, its identity goes back before the answer. */
-static void answer(struct jailer *j, struct run *run, int status, const struct rusage *ru,
+static void answer(struct runs *rs, struct run *run, int status, const struct rusage *ru,
                    bool reaped)
 {
         struct cgroup_stats st = {0};
@@ -570,11 +623,11 @@ static void answer(struct jailer *j, struct run *run, int status, const struct r
         struct proto_result res = {.hdr = {PROTO_MAGIC, PROTO_RESULT},
                                    .status = RUN_STATUS_DONE,
                                    .wall_us = (uint64_t)(monotonic_us() - run->start_us)};
-        classify(run, status, ru, &st, j->cfg->cpu_seconds, &res);
+        classify(run, status, ru, &st, rs->env->cfg->cpu_seconds, &res);
         if (reaped)
-                release_identity(j, run); /* groups gone, UID back: then answer */
+                release_identity(rs, run); /* groups gone, UID back: then answer */
         if (run->net_addr)
-                run_read_refusals(j); /* the last ones may still wait */
+                runs_read_refusals(rs); /* the last ones may still wait */
         log_info(run->trace, "run.done",
                  "lang=%s warm=%d exit_code=%d reason=%u signal=%d wall_ms=%llu cpu_ms=%llu "
                  "memory_peak=%llu network=%d net_refused=%u",
@@ -594,7 +647,7 @@ static void answer(struct jailer *j, struct run *run, int status, const struct r
  * their EOF), so only the kernel's tear-down of the process is left, which
  * for a copy of the zygote takes ~1.5 ms. Its CPU time is read from its
  * clock now; its UID, cgroup and layer stay held until it is reaped. */
-static void answer_early(struct jailer *j, struct run *run)
+static void answer_early(struct runs *rs, struct run *run)
 {
         struct rusage ru = {0};
         clockid_t clock;
@@ -603,13 +656,13 @@ static void answer_early(struct jailer *j, struct run *run)
                 ru.ru_utime.tv_sec = ts.tv_sec;
                 ru.ru_utime.tv_usec = ts.tv_nsec / 1000;
         }
-        answer(j, run, run->reported << 8, &ru, false);
+        answer(rs, run, run->reported << 8, &ru, false);
         run->answered = true;
         if (run->counted) {
                 /* its worker slot is free: the HTTP side may send the next,
                  * which waits (jailer.c) until this one is gone */
-                j->n_active--;
-                j->n_dying++;
+                rs->n_active--;
+                rs->n_dying++;
         }
         run->counted = false;
 }
@@ -617,13 +670,13 @@ static void answer_early(struct jailer *j, struct run *run)
 /* The program reported its exit code: it is over, end it now rather than
  * wait for its runtime's tear-down. Whatever it wrote is its exit status,
  * as much its own choice as calling exit would be. */
-static void run_on_report(struct jailer *j, struct run *run)
+static void run_on_report(struct runs *rs, struct run *run)
 {
         char buf[16];
         ssize_t n = read(run->report_r, buf, sizeof(buf) - 1);
         if (n < 0 && errno == EAGAIN)
                 return;
-        loop_unwatch(j->loop, run->report_r);
+        loop_unwatch(rs->env->loop, run->report_r);
         run->report_r = safe_close(run->report_r);
         if (n <= 0 || run->reported >= 0)
                 return;
@@ -637,65 +690,60 @@ static void run_on_report(struct jailer *j, struct run *run)
                 run->killed = true;
                 syscall(SYS_pidfd_send_signal, run->pidfd, SIGKILL, NULL, 0);
                 if (run->pid > 0 && run->state == RUN_ACTIVE)
-                        answer_early(j, run);
+                        answer_early(rs, run);
         }
 }
 
 /* ---- the end ---------------------------------------------------------------- */
 
 /* A process that never became a program: answer its request, if any. */
-static void finish_start(struct jailer *j, struct run *run, int status)
+static void finish_start(struct runs *rs, struct run *run, int status)
 {
         if (!run->failure[0])
                 snprintf(run->failure, sizeof(run->failure),
                          "the sandbox process ended during start-up (status %d)", status);
         if (run->retired)
                 log_debug(run->trace, "run.retired", "lang=%s", run->slot->rt->name);
-        else if (run->chan >= 0 || !j->stopping)
-                atomic_fetch_add(&j->stats->spawn_failures, 1);
-        if (!run->retired && (run->chan >= 0 || !j->stopping))
+        else if (run->chan >= 0 || !rs->stopping)
+                atomic_fetch_add(&rs->env->stats->spawn_failures, 1);
+        if (!run->retired && (run->chan >= 0 || !rs->stopping))
                 log_error(run->trace, "run.spawn_failed", "lang=%s warm=%d error=%s",
                           run->slot->rt->name, run->warm, log_q(run->failure));
-        release_identity(j, run);
+        release_identity(rs, run);
         if (run->chan >= 0)
                 run_refuse(run->chan, RUN_STATUS_INTERNAL, run->failure);
         if (run->owner)
-                run->owner->gone(j, run);
+                run->owner->gone(run->owner_data, run, run->state == RUN_ARMED);
 }
 
-void run_on_exit(struct jailer *j, struct run *run)
+static void run_on_exit(struct runs *rs, struct run *run)
 {
         int status = 0;
         struct rusage ru = {0};
         if (run->pid > 0 && RETRY_EINTR(wait4(run->pid, &status, WNOHANG, &ru)) == 0)
                 return; /* not yet */
         if (run->answered) {
-                release_identity(j, run);
-                j->n_dying--;
+                release_identity(rs, run);
+                rs->n_dying--;
         } else if (run->state == RUN_ACTIVE)
-                answer(j, run, status, &ru, true);
+                answer(rs, run, status, &ru, true);
         else
-                finish_start(j, run, status);
+                finish_start(rs, run, status);
         if (run->net_addr)
-                j->net_dirty = true; /* its refusals, if any, are counted */
+                rs->net_dirty = true; /* its refusals, if any, are counted */
         if (run->counted)
-                j->n_active--; /* now: the HTTP side may send the next RUN at once */
+                rs->n_active--; /* now: the HTTP side may send the next RUN at once */
         run->counted = false;
-        release_fds(j, run);
+        release_fds(rs, run);
         run->finished = true;
 }
 
 /* ---- network ---------------------------------------------------------------- */
 
-bool run_network_usable(const struct jailer *j)
-{
-        return !j->net_error[0];
-}
-
 static void on_refusal(void *data, const struct net_refusal *r)
 {
-        struct jailer *j = data;
-        struct run *run = j->runs;
+        struct runs *rs = data;
+        struct run *run = rs->head;
         while (run && !(run->net_addr == r->src && !run->finished))
                 run = run->next;
         if (!run)
@@ -712,10 +760,200 @@ static void on_refusal(void *data, const struct net_refusal *r)
                  r->reason);
 }
 
-void run_read_refusals(struct jailer *j)
+void runs_read_refusals(struct runs *rs)
 {
-        if (j->net)
-                net_refusals_read(j->net, on_refusal, j);
+        if (rs->env->net)
+                net_refusals_read(rs->env->net, on_refusal, rs);
+}
+
+/* The egress table's refusal counters, for /metrics: read at most once a
+ * second (the jailer's tick), and only after runs with network. */
+_Static_assert(STATS_NET_REASONS == EGRESS_REASONS, "one counter per refusal reason");
+
+void runs_publish_refused(struct runs *rs)
+{
+        uint64_t v[EGRESS_REASONS];
+        if (!rs->env->net || !rs->net_dirty || net_refused(rs->env->net, v) < 0)
+                return;
+        rs->net_dirty = false;
+        for (size_t i = 0; i < EGRESS_REASONS && i < STATS_NET_REASONS; i++)
+                atomic_store(&rs->env->stats->net_refused[i], v[i]);
+}
+
+/* ---- what the zygote tells (zygote.c) --------------------------------------- */
+
+void run_spawned(struct run *run, pid_t pid, int error)
+{
+        struct runs *rs = run->rs;
+        if (pid <= 0) {
+                snprintf(run->failure, sizeof(run->failure), "zygote: clone: %s", strerror(error));
+                run_on_exit(rs, run); /* no process to wait for */
+                return;
+        }
+        run->pid = pid;
+        /* Our child now (CLONE_PARENT): a zombie until we reap it, so the
+         * pid cannot be reused before pidfd_open. */
+        run->pidfd = (int)syscall(SYS_pidfd_open, run->pid, 0);
+        if (run->pidfd < 0 || run_watch_exit(rs, run) < 0) {
+                kill(run->pid, SIGKILL);
+                snprintf(run->failure, sizeof(run->failure), "pidfd: %s", strerror(errno));
+                return;
+        }
+        if (run->killed || run->failure[0])
+                run_kill(run, REASON_NONE); /* asked for while we waited */
+}
+
+void run_spawn_lost(struct run *run)
+{
+        struct runs *rs = run->rs;
+        int chan = TAKE_FD(run->chan);
+        char trace[PROTO_TRACE_LEN + 1], err[200] = "";
+        snprintf(trace, sizeof(trace), "%s", run->trace);
+        if (chan >= 0)
+                loop_unwatch(rs->env->loop, chan);
+        snprintf(run->failure, sizeof(run->failure), "the zygote died");
+        run_on_exit(rs, run);
+        if (chan < 0)
+                return;
+        int r = run_create(rs, run->lang, run->network, NULL, NULL, chan, trace, err, sizeof(err));
+        if (r < 0) {
+                run_refuse(chan, r == -EAGAIN ? RUN_STATUS_NO_IDENTITY : RUN_STATUS_INTERNAL, err);
+                close(chan);
+        }
+}
+
+/* ---- what the pools ask (warm.c) -------------------------------------------- */
+
+bool run_exited(const struct run *run)
+{
+        struct pollfd pfd = {.fd = run->pidfd, .events = POLLIN};
+        if (run->pidfd < 0 || poll(&pfd, 1, 0) != 0)
+                return true;
+        char path[64], buf[2048];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)run->pid);
+        FILE *f = fopen(path, "re");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+                fclose(f);
+        buf[n] = '\0';
+        const char *shd = strstr(buf, "\nShdPnd:");
+        const char *state = strstr(buf, "\nState:");
+        bool kill_pending = shd && (strtoull(shd + 8, NULL, 16) & (1ULL << (SIGKILL - 1)));
+        bool zombie = state && (strstr(state, "(zombie)") || strstr(state, "(dead)"));
+        return !f || kill_pending || zombie;
+}
+
+bool run_layer_is_current(const struct run *run)
+{
+        return run->slot->rt->lang != LANG_PYTHON3 ||
+               deps_layer_is_current(run->rs->env->deps, run->layer);
+}
+
+/* ---- every run (jailer.c) --------------------------------------------------- */
+
+int runs_new(const struct run_env *env, struct runs **ret, char *err, size_t errlen)
+{
+        struct runs *rs = calloc(1, sizeof(*rs));
+        if (!rs)
+                return -ENOMEM;
+        rs->env = env;
+        if (seccomp_notify_alloc(&rs->notif, &rs->resp) < 0) {
+                snprintf(err, errlen, "seccomp notifications are not supported by this kernel");
+                free(rs);
+                return -ENOTSUP;
+        }
+        *ret = rs;
+        return 0;
+}
+
+struct runs *runs_free(struct runs *rs)
+{
+        if (!rs)
+                return NULL;
+        /* none is left once the jailer's loop ended, but after a failure of
+         * the loop itself: their processes may live on, so nothing of
+         * theirs is released, only our memory */
+        while (rs->head) {
+                struct run *run = rs->head;
+                rs->head = run->next;
+                free(run);
+        }
+        seccomp_notify_free(rs->notif, rs->resp);
+        free(rs);
+        return NULL;
+}
+
+void runs_set_spawner(struct runs *rs, int lang, const struct run_spawner *sp, void *data)
+{
+        rs->spawner[lang] = sp;
+        rs->spawner_data[lang] = data;
+}
+
+unsigned runs_active(const struct runs *rs)
+{
+        return rs->n_active;
+}
+
+unsigned runs_dying(const struct runs *rs)
+{
+        return rs->n_dying;
+}
+
+bool runs_empty(const struct runs *rs)
+{
+        return rs->head == NULL;
+}
+
+bool runs_own(const struct runs *rs, pid_t pid)
+{
+        for (const struct run *r = rs->head; r; r = r->next)
+                if (r->pid == pid)
+                        return true;
+        return false;
+}
+
+void runs_kill_all(struct runs *rs)
+{
+        for (struct run *r = rs->head; r; r = r->next)
+                run_kill(r, REASON_NONE);
+}
+
+void runs_stop(struct runs *rs)
+{
+        rs->stopping = true;
+        /* Armed runs serve no one any more. */
+        for (struct run *r = rs->head; r; r = r->next)
+                if (r->chan < 0)
+                        run_kill(r, REASON_NONE);
+}
+
+/* At most 100 ms, once: the run is already SIGKILLed, and the event loop
+ * is stalled meanwhile. */
+bool runs_reap_answered(struct runs *rs)
+{
+        for (struct run *r = rs->head; r; r = r->next) {
+                if (!r->answered || r->finished || r->pidfd < 0)
+                        continue;
+                struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
+                if (RETRY_EINTR(poll(&p, 1, 100)) != 1)
+                        return false;
+                run_on_exit(rs, r);
+                return r->finished;
+        }
+        return false;
+}
+
+void runs_sweep(struct runs *rs)
+{
+        for (struct run **pp = &rs->head; *pp;) {
+                struct run *run = *pp;
+                if (!run->finished) {
+                        pp = &run->next;
+                        continue;
+                }
+                *pp = run->next;
+                free(run);
+        }
 }
 
 /* ---- events ----------------------------------------------------------------- */
@@ -727,40 +965,40 @@ static void on_chan_event(void *data, uint32_t events)
 {
         struct run *run = data;
         if (!run->finished)
-                run_on_chan(run->j, run);
+                run_on_chan(run->rs, run);
 }
 
 static void on_timer_event(void *data, uint32_t events)
 {
         struct run *run = data;
         if (!run->finished)
-                run_on_timer(run->j, run);
+                run_on_timer(run->rs, run);
 }
 
 static void on_listener_event(void *data, uint32_t events)
 {
         struct run *run = data;
         if (!run->finished)
-                run_on_listener(run->j, run, events);
+                run_on_listener(run->rs, run, events);
 }
 
 static void on_sync_event(void *data, uint32_t events)
 {
         struct run *run = data;
         if (!run->finished)
-                run_on_sync(run->j, run);
+                run_on_sync(run->rs, run);
 }
 
 static void on_exit_event(void *data, uint32_t events)
 {
         struct run *run = data;
         if (!run->finished)
-                run_on_exit(run->j, run);
+                run_on_exit(run->rs, run);
 }
 
 static void on_report_event(void *data, uint32_t events)
 {
         struct run *run = data;
         if (!run->finished)
-                run_on_report(run->j, run);
+                run_on_report(run->rs, run);
 }

@@ -16,6 +16,17 @@ void test_register(const char *name, test_fn fn, const char *file);
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 extern bool test_failed;
+/* Only for a case that truly needs root (two accounts, chown to root):
+ * without it, say why and skip the case; the runner counts it as
+ * skipped, not passed. True when the caller must return. docs/TESTING.md
+ * lists the cases that use it. */
+bool test_skip_unless_root(const char *why);
+
+#define REQUIRE_ROOT(why)                                                                          \
+        do {                                                                                       \
+                if (test_skip_unless_root(why))                                                    \
+                        return;                                                                    \
+        } while (0)
 
 #define TEST(name)                                                                                 \
         static void test_##name(void);                                                             \

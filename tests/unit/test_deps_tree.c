@@ -1,7 +1,8 @@
 /* Unit tests for deps/deps_tree.c: root seals and removes a tree another
  * account wrote, through descriptors only. The account (nobody, 65534)
  * plants symlinks to a canary, also while a seal or a removal runs; the
- * canary never changes. Needs root (as the whole suite does). */
+ * canary never changes. Two accounts and a chown to root: the cases need
+ * root, and skip themselves (saying so) without it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -17,7 +18,7 @@
 #include "deps/deps_tree.h"
 #include "test.h"
 
-/* chown that must work (the test is root); a failure aborts the case */
+/* chown that must work (the case is root); a failure aborts the case */
 static void own(const char *path, uid_t uid)
 {
         if (lchown(path, uid, uid) < 0)
@@ -99,6 +100,7 @@ static mode_t mode_of(const struct scene *s, const char *rel, uid_t *ret_uid)
 TEST(deps_tree_seal_makes_it_roots_and_leaves_link_targets_alone)
 {
         struct scene s;
+        REQUIRE_ROOT("deps_tree_seal chowns to root what another account owns");
         scene_make(&s);
         tree_make(&s);
         char p[256], t[256];
@@ -128,6 +130,7 @@ TEST(deps_tree_seal_makes_it_roots_and_leaves_link_targets_alone)
 TEST(deps_tree_seal_refuses_what_the_installer_does_not_own)
 {
         struct scene s;
+        REQUIRE_ROOT("deps_tree_seal chowns to root what another account owns");
         scene_make(&s);
         tree_make(&s);
         char p[256];
@@ -178,6 +181,7 @@ static _Noreturn void swapper(const struct scene *s)
 TEST(deps_tree_seal_and_remove_under_symlink_swaps_never_touch_the_canary)
 {
         struct scene s;
+        REQUIRE_ROOT("deps_tree_seal chowns to root what another account owns");
         scene_make(&s);
         int rounds = 0;
         struct timespec end, now;
