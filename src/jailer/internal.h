@@ -170,6 +170,8 @@ bool zygotes_serving(const struct zygotes *zs);
 bool zygotes_up(const struct zygotes *zs);
 /* Restart a dead one after its backoff, replace an old one. */
 void zygotes_on_tick(struct zygotes *zs);
+/* Free the zygotes retired during the loop's last batch of events. */
+void zygotes_sweep(struct zygotes *zs);
 /* Only the supervisor stops the zygotes (at shutdown). */
 void zygotes_stop(struct zygotes *zs);
 pid_t zygotes_pid(const struct zygotes *zs); /* the serving one's, or 0 */
@@ -190,6 +192,8 @@ struct run *warm_take(struct warm *w, int lang, bool network);
 void warm_refill(struct warm *w);
 /* Write pool sizes and the zygote's pid into the shared stats page. */
 void warm_publish(struct warm *w);
+/* After each batch of events: free what its handlers let go. */
+void warm_sweep(struct warm *w);
 void warm_on_tick(struct warm *w);
 void warm_stop(struct warm *w);
 /* Kill the armed runs of a language (they hold a stale layer); refilled. */

@@ -646,6 +646,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
                         return 1;
                 }
                 runs_sweep(j->runs);
+                warm_sweep(j->warm);
                 serve_pending(j);
                 warm_refill(j->warm);
                 warm_publish(j->warm);

@@ -219,6 +219,12 @@ static void pool_refill(struct warm *w, struct pool *p)
         }
 }
 
+void warm_sweep(struct warm *w)
+{
+        if (w)
+                zygotes_sweep(w->zygotes);
+}
+
 void warm_refill(struct warm *w)
 {
         if (w->stopping)

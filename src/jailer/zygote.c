@@ -49,7 +49,8 @@ struct zygote {
         struct watch w_sock, w_exit;
         struct waiting *head, *tail; /* runs waiting for SPAWNED, in order */
         unsigned failures;
-        int64_t retry_at_ms; /* monotonic_ms() */
+        int64_t retry_at_ms;      /* monotonic_ms() */
+        struct zygote *next_dead; /* in zs->dead, freed after the event batch */
         char binary[PATH_MAX];
 };
 
@@ -60,6 +61,9 @@ struct zygotes {
          * (warm.zygote_max_runs/_max_age), the one starting to take over
          * and the one retiring */
         struct zygote *serving, *next, *old;
+        /* replaced or failed replacements, gone: freed by zygotes_sweep()
+         * once the loop's batch is over (it may still hold their events) */
+        struct zygote *dead;
         bool stopping; /* the jailer stops: no restart, no replacement */
         void (*on_ready)(void *data);
         void *on_ready_data;
@@ -339,6 +343,12 @@ static void maybe_rotate(struct zygotes *zs)
 /* The replacement is ready: it serves from now on; the old one is killed
  * once the children it was asked for are born (armed runs it made live on:
  * they are processes of their own). */
+static void bury(struct zygotes *zs, struct zygote *z)
+{
+        z->next_dead = zs->dead;
+        zs->dead = z;
+}
+
 static void zygote_promote(struct zygotes *zs)
 {
         struct zygote *old = zs->serving;
@@ -346,7 +356,7 @@ static void zygote_promote(struct zygotes *zs)
         log_info(NULL, "zygote.rotated", "pid=%d old_pid=%d old_runs=%u", (int)zs->serving->pid,
                  (int)old->pid, old->runs);
         if (!old->pid) { /* it died meanwhile */
-                free(old);
+                bury(zs, old);
                 return;
         }
         old->retiring = true;
@@ -426,7 +436,7 @@ static void zygote_on_exit(void *data, uint32_t events)
                         zs->old = NULL;
                 else
                         zs->next = NULL;
-                free(z);
+                bury(zs, z);
                 return;
         }
         if (WIFEXITED(status) && WEXITSTATUS(status) == ZYGOTE_EXIT_MISMATCH) {
@@ -442,6 +452,15 @@ static void zygote_on_exit(void *data, uint32_t events)
         z->retry_at_ms = monotonic_ms() + backoff_ms(z->failures + 1) * (was_ready ? 1 : 10);
         log_error(NULL, "zygote.died", "status=%d restart_in_ms=%u", status,
                   backoff_ms(z->failures + 1) * (was_ready ? 1 : 10));
+}
+
+void zygotes_sweep(struct zygotes *zs)
+{
+        while (zs && zs->dead) {
+                struct zygote *z = zs->dead;
+                zs->dead = z->next_dead;
+                free(z);
+        }
 }
 
 void zygotes_on_tick(struct zygotes *zs)
@@ -581,6 +600,7 @@ struct zygotes *zygotes_free(struct zygotes *zs)
                 free(*z);
                 *z = NULL;
         }
+        zygotes_sweep(zs);
         free(zs);
         return NULL;
 }
