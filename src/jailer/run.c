@@ -795,8 +795,12 @@ void run_spawned(struct run *run, pid_t pid, int error)
          * pid cannot be reused before pidfd_open. */
         run->pidfd = (int)syscall(SYS_pidfd_open, run->pid, 0);
         if (run->pidfd < 0 || run_watch_exit(rs, run) < 0) {
-                kill(run->pid, SIGKILL);
+                /* unwatched, its exit would never be seen: reap it now */
                 snprintf(run->failure, sizeof(run->failure), "pidfd: %s", strerror(errno));
+                kill(run->pid, SIGKILL);
+                RETRY_EINTR(waitpid(run->pid, NULL, 0));
+                run->pid = 0;
+                run_on_exit(rs, run);
                 return;
         }
         if (run->killed || run->failure[0])

@@ -228,9 +228,16 @@ static int zygote_start(struct zygotes *zs, struct zygote *z)
         z->sock = sv[0];
         z->w_sock = (struct watch){.fn = zygote_on_message, .data = z};
         z->w_exit = (struct watch){.fn = zygote_on_exit, .data = z};
+        z->runs = 0;
         if ((r = loop_watch(zs->env->loop, z->sock, &z->w_sock)) < 0 ||
             (r = loop_watch(zs->env->loop, z->pidfd, &z->w_exit)) < 0) {
+                /* unwatched, its exit would never be seen: reap it now */
                 zygote_kill(z);
+                RETRY_EINTR(waitpid(z->pid, NULL, 0));
+                loop_unwatch(zs->env->loop, z->sock);
+                z->sock = safe_close(z->sock);
+                z->pidfd = safe_close(z->pidfd);
+                z->pid = 0;
                 return r;
         }
         log_info(NULL, "zygote.starting", "pid=%d", (int)pid);
@@ -314,6 +321,14 @@ static const char *rotation_due(const struct zygotes *zs, const struct zygote *z
         return NULL;
 }
 
+/* A zygote let go (retired, or a replacement that failed): freed by
+ * zygotes_sweep() after the loop's batch, which may hold its events. */
+static void bury(struct zygotes *zs, struct zygote *z)
+{
+        z->next_dead = zs->dead;
+        zs->dead = z;
+}
+
 /* A replacement starts while the serving zygote goes on serving; it takes
  * over once ready (zygote_promote). One replacement at a time. */
 static void maybe_rotate(struct zygotes *zs)
@@ -329,9 +344,7 @@ static void maybe_rotate(struct zygotes *zs)
         *next = (struct zygote){.pidfd = -1, .sock = -1};
         memcpy(next->binary, z->binary, sizeof(next->binary));
         if (zygote_start(zs, next) < 0) {
-                safe_close(next->sock);
-                safe_close(next->pidfd);
-                free(next);
+                bury(zs, next); /* (nothing of it is watched) */
                 z->rotate_after_ms = monotonic_ms() + ZYGOTE_ROTATE_RETRY_S * 1000;
                 return;
         }
@@ -343,12 +356,6 @@ static void maybe_rotate(struct zygotes *zs)
 /* The replacement is ready: it serves from now on; the old one is killed
  * once the children it was asked for are born (armed runs it made live on:
  * they are processes of their own). */
-static void bury(struct zygotes *zs, struct zygote *z)
-{
-        z->next_dead = zs->dead;
-        zs->dead = z;
-}
-
 static void zygote_promote(struct zygotes *zs)
 {
         struct zygote *old = zs->serving;
@@ -416,6 +423,7 @@ static void zygote_on_exit(void *data, uint32_t events)
         if (RETRY_EINTR(waitpid(z->pid, &status, WNOHANG)) <= 0)
                 return;
         loop_unwatch(zs->env->loop, z->pidfd);
+        loop_unwatch(zs->env->loop, z->sock); /* a clone may still hold a copy of it */
         z->pidfd = safe_close(z->pidfd);
         z->sock = safe_close(z->sock);
         bool was_ready = z->ready;
@@ -466,7 +474,9 @@ void zygotes_sweep(struct zygotes *zs)
 void zygotes_on_tick(struct zygotes *zs)
 {
         struct zygote *z = zs->serving;
-        if (z && !z->disabled && !z->pid && !zs->stopping && monotonic_ms() >= z->retry_at_ms)
+        /* (a replacement already starting takes over instead) */
+        if (z && !z->disabled && !z->pid && !zs->stopping && !zs->next &&
+            monotonic_ms() >= z->retry_at_ms)
                 zygote_start(zs, z);
         maybe_rotate(zs);
 }
