@@ -237,8 +237,9 @@ int http_exec_main(int settings_fd)
 
 /* ---- --check-http-confinement ------------------------------------------------- */
 
-/* In the confined child: what each attempt got, as a line for the parent. */
-static void try_open(const char *path, int flags)
+/* In the confined child: what each attempt got, as a line for the parent;
+ * true if it was allowed. */
+static bool try_open(const char *path, int flags)
 {
         int fd = open(path, flags | O_CLOEXEC, 0600);
         printf("%s %s: %s\n", fd < 0 ? "refused" : "ALLOWED",
@@ -247,9 +248,10 @@ static void try_open(const char *path, int flags)
                 printf("  (%s)\n", strerror(errno));
         else
                 close(fd);
+        return fd >= 0;
 }
 
-static void try_connect(uint16_t port)
+static bool try_connect(uint16_t port)
 {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in sa = {.sin_family = AF_INET,
@@ -261,6 +263,7 @@ static void try_connect(uint16_t port)
                (unsigned)port, r < 0 ? strerror(errno) : "connected");
         if (fd >= 0)
                 close(fd);
+        return !refused;
 }
 
 int http_exec_check(const struct config *cfg)
@@ -275,26 +278,36 @@ int http_exec_check(const struct config *cfg)
         int abi = landlock_abi();
         printf("landlock: %s (ABI %d)\n", abi > 0 ? "available" : "NOT AVAILABLE", abi);
         fflush(stdout);
+        int allowed[2];
+        if (pipe2(allowed, O_CLOEXEC) < 0)
+                return 1;
         pid_t pid = fork();
         if (pid == 0) {
                 if (confine(uid, gid, cfg->layer_dir, true) < 0)
                         _exit(3);
-                try_open("/etc/passwd", O_RDONLY);
-                try_open("/proc/1/environ", O_RDONLY);
+                /* world-readable files, server.user's own /proc entry, a
+                 * write where its permissions would not stop it */
                 char path[4200];
                 snprintf(path, sizeof(path), "%s/lockbox-confinement-check", cfg->layer_dir);
-                try_open(path, O_WRONLY | O_CREAT);
-                try_connect(22);
+                unsigned char n = try_open("/etc/passwd", O_RDONLY) +
+                                  try_open("/proc/self/status", O_RDONLY) +
+                                  try_open(path, O_WRONLY | O_CREAT) + try_connect(22);
                 fflush(stdout);
+                if (write(allowed[1], &n, 1) != 1)
+                        _exit(5);
                 /* the filter kills the process: the parent reports it */
                 execve("/bin/true", (char *[]){(char *)"true", NULL}, (char *[]){NULL});
                 _exit(4);
         }
+        close(allowed[1]);
+        unsigned char n_allowed = 1; /* none reported: the child failed */
         int status = 0;
+        bool got = pid > 0 && read(allowed[0], &n_allowed, 1) == 1;
+        close(allowed[0]);
         if (pid < 0 || waitpid(pid, &status, 0) < 0)
                 return 1;
         bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS;
         printf("%s execve: /bin/true\n  (%s)\n", killed ? "refused" : "ALLOWED",
                killed ? "killed by the syscall filter" : "not killed");
-        return killed && abi > 0 ? 0 : 1;
+        return got && n_allowed == 0 && killed && abi > 0 ? 0 : 1;
 }

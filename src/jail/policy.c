@@ -652,7 +652,7 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret)
 }
 
 /* What the HTTP process (libmicrohttpd's threads, jansson, libyaml, glibc)
- * calls once it has confined itself; anything else fails with EPERM, and
+ * calls once it has confined itself; anything else fails with ENOSYS, and
  * the runs' kill list, exec and new processes kill it. */
 static const char *const server_names[] = {
     /* descriptors and files (Landlock limits which files) */
@@ -669,7 +669,6 @@ static const char *const server_names[] = {
     "statx",
     "openat",
     "fcntl",
-    "ioctl",
     "dup",
     "dup2",
     "dup3",
@@ -689,7 +688,6 @@ static const char *const server_names[] = {
     "futex",
     "sched_yield",
     /* sockets: clients, the jailer's channels, the DNS relay, peer checks */
-    "socket",
     "socketpair",
     "bind",
     "connect",
@@ -714,7 +712,6 @@ static const char *const server_names[] = {
     "madvise",
     "brk",
     /* threads and signals */
-    "clone",
     "set_robust_list",
     "rseq",
     "exit",
@@ -725,7 +722,6 @@ static const char *const server_names[] = {
     "rt_sigtimedwait",
     "sigaltstack",
     "signalfd4",
-    "tgkill",
     "restart_syscall",
     /* facts about itself and the time */
     "clock_gettime",
@@ -740,28 +736,42 @@ static const char *const server_names[] = {
     "getegid",
     "getrandom",
     "uname",
-    "prlimit64",
     "getrusage",
     "sched_getaffinity",
 };
 
 int policy_build_server(struct policy_prog *ret)
 {
-        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+        /* off the list: ENOSYS, as for a call this kernel lacks (and what
+         * clone3 needs, see below); the argument rules answer EPERM */
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
         if (!ctx)
                 return -ENOMEM;
         int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(server_names); i++) {
                 int nr = seccomp_syscall_resolve_name(server_names[i]);
-                if (nr < 0 || strcmp(server_names[i], "clone") == 0)
-                        continue;
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
         }
-        /* threads only: clone3's flags are in memory the filter cannot
-         * read, so it gets ENOSYS and glibc falls back to clone */
+        /* the runs' argument rules where they fit (terminal ioctls and fd
+         * flags only; reading limits only; signals to itself only), and
+         * sockets of the families it uses (clients, DNS upstreams,
+         * netlink for the host's addresses and peers' owners) */
+        const struct policy_opts self = {.self_pid = getpid()};
         if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
-                                     seccomp_syscall_resolve_name("clone3"), 0);
+                r = add_ioctl(ctx, seccomp_syscall_resolve_name("ioctl"), &self);
+        if (r >= 0)
+                r = add_prlimit(ctx, seccomp_syscall_resolve_name("prlimit64"), &self);
+        if (r >= 0)
+                r = add_tgkill(ctx, seccomp_syscall_resolve_name("tgkill"), &self);
+        static const int families[] = {AF_INET, AF_INET6, AF_NETLINK};
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(families); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name("socket"), 1,
+                                     SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)families[i]));
+        if (r >= 0)
+                r = eperm_otherwise(ctx, seccomp_syscall_resolve_name("socket"), 0);
+        /* threads only: clone3's flags are in memory the filter cannot
+         * read, so it is not listed (ENOSYS) and glibc falls back to clone */
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name("clone"), 1,
                                      SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));

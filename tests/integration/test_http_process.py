@@ -4,7 +4,9 @@ capabilities, no_new_privs, not dumpable, Landlock (the dependency layer
 directory read-only and nothing else of the filesystem, TCP connects to
 port 53 only) and a deny-by-default syscall allowlist."""
 import os
+import shutil
 import subprocess
+import tempfile
 
 from conftest import LOCKBOXD, children_of, proc_status
 
@@ -42,26 +44,35 @@ def test_the_http_process_is_a_new_exec_without_the_jailers_memory(daemon):
 
 def test_the_http_processs_confinement_refuses_files_tcp_and_exec(tmp_path):
     """`lockboxd --check-http-confinement` confines a child exactly as the
-    HTTP process confines itself, then tries to read /etc/passwd and
-    another process's environment, write in the layer directory, connect
-    to TCP port 22 and exec: every attempt is refused."""
-    layers = tmp_path / "layers"
-    layers.mkdir()
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"dependencies:\n  layer_dir: {layers}\n")
-    p = subprocess.run([LOCKBOXD, "--config", str(cfg), "--check-http-confinement"],
-                       capture_output=True, text=True, timeout=30)
+    HTTP process confines itself, then tries to read /etc/passwd and its
+    own /proc entry (both readable by server.user), write in the layer
+    directory (writable by everyone here), connect to TCP port 22 and
+    exec: every attempt is refused, by the confinement, not by file
+    permissions."""
+    top = tempfile.mkdtemp(prefix="lockbox-confine-")  # (pytest's tmp_path is root's, 0700)
+    try:
+        os.chmod(top, 0o755)
+        layers = os.path.join(top, "layers")
+        os.mkdir(layers)
+        os.chmod(layers, 0o777)
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(f"dependencies:\n  layer_dir: {layers}\n")
+        p = subprocess.run([LOCKBOXD, "--config", str(cfg), "--check-http-confinement"],
+                           capture_output=True, text=True, timeout=30)
+        written = os.path.exists(os.path.join(layers, "lockbox-confinement-check"))
+    finally:
+        shutil.rmtree(top)
     assert p.returncode == 0, p.stdout + p.stderr
     lines = [ln for ln in p.stdout.splitlines() if not ln.startswith(" ")]
     assert lines[0].startswith("landlock: available"), p.stdout
     assert lines[1:] == [
         "refused read: /etc/passwd",
-        "refused read: /proc/1/environ",
+        "refused read: /proc/self/status",
         f"refused write: {layers}/lockbox-confinement-check",
         "refused connect: 127.0.0.1:22",
         "refused execve: /bin/true",
     ], p.stdout
-    assert not (layers / "lockbox-confinement-check").exists()
+    assert not written
 
 
 def test_status_json_is_still_readable_through_the_confinement(daemon):

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -267,4 +268,57 @@ TEST(policy_extra_syscalls_add_to_defaults)
         EXPECT_INT_EQ(in_filtered_child(o, check_extra_allows_ptrace_probe), 0);
         /* and the defaults still hold */
         EXPECT_INT_EQ(in_filtered_child(o, check_processes), 0);
+}
+
+/* The HTTP process's filter, loaded in a forked child: its sockets, a
+ * terminal ioctl that could type into a terminal, a call off its list, a
+ * thread, then a fork, which kills it. Each step's verdict goes to the
+ * parent through a pipe (the child's assertions would die with it). */
+static void *thread_ok(void *arg)
+{
+        return arg;
+}
+
+TEST(policy_server_filter_allows_its_calls_and_nothing_else)
+{
+        struct policy_prog p;
+        EXPECT_INT_EQ(policy_build_server(&p), 0);
+        int fds[2];
+        EXPECT_INT_EQ(pipe(fds), 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+                struct sock_fprog prog = {.len = p.len, .filter = p.insns};
+                char v[8] = {0};
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+                    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+                        _exit(2);
+                int s = socket(AF_INET, SOCK_STREAM, 0);
+                v[0] = s >= 0;
+                v[1] = socket(AF_UNIX, SOCK_STREAM, 0) < 0 && errno == EPERM;
+                char c = 'x';
+                v[2] = ioctl(0, TIOCSTI, &c) < 0 && errno == EPERM;
+                v[3] = syscall(SYS_mknodat, AT_FDCWD, "/nonexistent", 0, 0) < 0 && errno == ENOSYS;
+                pthread_t t;
+                v[4] = pthread_create(&t, NULL, thread_ok, NULL) == 0 && pthread_join(t, NULL) == 0;
+                v[5] =
+                    prlimit(0, RLIMIT_NOFILE, &(struct rlimit){64, 64}, NULL) < 0 && errno == EPERM;
+                if (write(fds[1], v, sizeof(v)) != sizeof(v))
+                        _exit(3);
+                fork(); /* killed here */
+                _exit(4);
+        }
+        close(fds[1]);
+        char v[8] = {0};
+        EXPECT_INT_EQ(read(fds[0], v, sizeof(v)), sizeof(v));
+        close(fds[0]);
+        int status = 0;
+        EXPECT_INT_EQ(waitpid(pid, &status, 0), pid);
+        policy_prog_free(&p);
+        EXPECT_TRUE(v[0]); /* TCP socket */
+        EXPECT_TRUE(v[1]); /* AF_UNIX socket(): EPERM (its channels come from socketpair) */
+        EXPECT_TRUE(v[2]); /* TIOCSTI: EPERM */
+        EXPECT_TRUE(v[3]); /* off the list: ENOSYS */
+        EXPECT_TRUE(v[4]); /* threads */
+        EXPECT_TRUE(v[5]); /* setting limits: EPERM */
+        EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS);
 }
