@@ -245,8 +245,17 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
         gid_t gid;
         _cleanup_close_ int lfd = -1, mfd = -1;
         struct jailer *j = NULL;
-        if (http_exec_user(cfg->user, &uid, &gid, err, errlen) < 0 ||
-            open_listeners(cfg, &lfd, &mfd, err, errlen) < 0 ||
+        if (http_exec_user(cfg->user, &uid, &gid, err, errlen) < 0)
+                return 1;
+        if (uid >= (uid_t)cfg->uid_min && uid <= (uid_t)cfg->uid_max) {
+                /* the runs' and pip's UIDs are theirs alone */
+                snprintf(err, errlen,
+                         "server.user '%s' has uid %u, inside jail.uid_min..jail.uid_max "
+                         "(%d..%d): give it an account outside the range",
+                         cfg->user, (unsigned)uid, cfg->uid_min, cfg->uid_max);
+                return 1;
+        }
+        if (open_listeners(cfg, &lfd, &mfd, err, errlen) < 0 ||
             jailer_new(cfg, &j, err, errlen) < 0)
                 return 1;
         /* ctrl: runs and installs; logs: the reopened log file, on SIGHUP */
@@ -280,7 +289,8 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
         lfd = safe_close(lfd);
         mfd = safe_close(mfd);
         if (pid < 0) {
-                snprintf(err, errlen, "fork: %s", strerror(errno));
+                snprintf(err, errlen, "%s: %s",
+                         settings < 0 ? "the HTTP process's settings" : "fork", strerror(errno));
                 close(sv[0]);
                 safe_close(lv[0]);
                 jailer_free(j);

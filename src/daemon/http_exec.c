@@ -227,7 +227,6 @@ int http_exec_main(int settings_fd)
                                      .ctrl_fd = s.ctrl_fd,
                                      .log_sock = s.log_sock,
                                      .stats = stats,
-                                     .jailer_pid = s.jailer_pid,
                                      .dns_udp_fd = s.dns_udp_fd,
                                      .dns_tcp_fd = s.dns_tcp_fd,
                                      .n_dns_upstreams = s.n_dns};

@@ -3,8 +3,8 @@
  * libmicrohttpd's own timeout is an idle one: a client that sends one
  * byte every few seconds keeps its connection, and enough of them hold
  * every connection. Each connection gets a watch here, armed for the
- * phase it is in (headers, body, idle between keep-alive requests, or
- * none while its request is being answered); a thread shuts down the
+ * phase it is in (headers, which on a kept-alive connection includes the
+ * idle time before them; body; or none while its request is answered); a thread shuts down the
  * socket of a connection past its deadline, so libmicrohttpd's own
  * thread for it sees the end of the stream and closes it cleanly (counted
  * in lockbox_http_deadline_closed_total, logged as http.deadline).

@@ -21,8 +21,8 @@ enum metrics_outcome {
         OUTCOME_COUNT,
 };
 
-/* Once, before the server starts: where the jailer's figures are, and the
- * pids whose memory to report. */
+/* Once, before the server starts: where the jailer's figures are (memory
+ * figures included), and the layer directory holding status.json. */
 void metrics_init(const struct shared_stats *shared, const char *layer_dir);
 
 /* route: the matched route's path, or NULL for anything else. */

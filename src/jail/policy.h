@@ -39,7 +39,7 @@ struct policy_prog {
 
 int policy_build(const struct policy_opts *o, struct policy_prog *ret);
 /* The HTTP process's own filter, deny by default: an allowlist of what a
- * threaded network server needs (EPERM for the rest); a new process, an
+ * threaded network server needs (ENOSYS for the rest); a new process, an
  * exec, a debugger or a namespace kill it, so a bug in the HTTP code
  * cannot become a shell. */
 int policy_build_server(struct policy_prog *ret);

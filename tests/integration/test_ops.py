@@ -410,6 +410,19 @@ def test_refuses_a_uid_range_another_daemon_holds(lockboxd_factory, tmp_path):
     assert a.run_data("print('still here')")["stdout"] == "still here\n"
 
 
+def test_refuses_a_server_user_inside_the_uid_range(tmp_path):
+    """The range's UIDs are the runs' and pip's: the HTTP process's account
+    (nobody, 65534, here inside 65000-65599) must not be one of them."""
+    cfg = write_config(tmp_path, f"app:\n  port: {free_port()}\nserver:\n  listen: 127.0.0.1\n"
+                                 "jail:\n  uid_min: 65000\n  uid_max: 65599\n"
+                                 f"dependencies:\n  layer_dir: {tmp_path}/layers\n")
+    rc, err = start_fails(["--config", cfg])
+    assert rc == 1
+    assert err.strip().splitlines()[-1] == (
+        "lockboxd: server.user 'nobody' has uid 65534, inside jail.uid_min..jail.uid_max "
+        "(65000..65599): give it an account outside the range"), err
+
+
 def test_refuses_a_wheel_dir_pip_cannot_read(tmp_path):
     """A root-only wheel directory would fail every install with
     'Permission denied': found at start-up, with what to change."""
