@@ -579,6 +579,8 @@ static long long resident_bytes(pid_t pid)
 /* lockboxd's own memory for /metrics: the HTTP process reads no /proc */
 static void publish_memory(struct jailer *j)
 {
+        if (!j->env.cfg->metrics)
+                return; /* nobody reads them */
         atomic_store(&j->env.stats->rss[STATS_PROC_HTTP], resident_bytes(j->http_pid));
         atomic_store(&j->env.stats->rss[STATS_PROC_JAILER], resident_bytes(getpid()));
         atomic_store(&j->env.stats->rss[STATS_PROC_ZYGOTE],
