@@ -189,7 +189,15 @@ static _Noreturn void zygote_exec(struct zygotes *zs, int sock, int f0, int f1, 
         /* Root, no credential change: the signal survives the exec. */
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         char *name[] = {argv[0], NULL};
-        execve(argv[0], name, zs->env->envp[0]);
+        /* the runs' environment, and LD_BIND_NOW for the dynamic linker
+         * alone (the zygote drops it at once: see its main()) */
+        char *envp[RUN_ENV_MAX + 2];
+        size_t n = 0;
+        envp[n++] = (char *)"LD_BIND_NOW=1";
+        for (char **e = zs->env->envp[0]; *e; e++)
+                envp[n++] = *e; /* runtime_env() made at most RUN_ENV_MAX */
+        envp[n] = NULL;
+        execve(argv[0], name, envp);
         _exit(127);
 }
 

@@ -100,10 +100,6 @@ static int add_env(char **env, size_t *n, const char *name, const char *value)
         return 0;
 }
 
-/* Entries runtime_env() may set: PATH, LANG, HOME, TMPDIR, and the four
- * proxy variables. */
-#define RUN_ENV_MAX 8
-
 char **runtime_env(const struct config *cfg, int network)
 {
         char **env = calloc(RUN_ENV_MAX + 1, sizeof(char *));

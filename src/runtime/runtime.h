@@ -40,6 +40,8 @@ int runtime_new_common(const char *name, uint32_t lang, const char *exec_path,
 int runtime_ro_paths(const struct config *cfg, const char *exec_path, struct runtime *rt, char *err,
                      size_t errlen);
 /* Environment of a run: PATH, LANG, HOME, TMPDIR and, with network and a
- * configured proxy, the proxy variables. NULL-terminated, malloc'd. */
+ * configured proxy, the proxy variables (at most RUN_ENV_MAX entries).
+ * NULL-terminated, malloc'd. */
+#define RUN_ENV_MAX 8
 char **runtime_env(const struct config *cfg, int network);
 void runtime_strv_free(char **v);

@@ -247,6 +247,45 @@ def test_threads_run_and_join(daemon):
     assert d["stdout"] == "[0, 1, 2, 3, 4, 5, 6, 7]\n1\n"
 
 
+def test_a_program_ends_as_python_would(daemon):
+    """What a run does at its end is the interpreter's, warm or cold: its
+    non-daemon threads are joined, its atexit handlers run, and the logging
+    handlers it made are flushed and closed (the zygote leaves out only
+    the fork and exit work of the preloaded libraries' own handlers and
+    locks, which has no effect a program can see). Logging from a thread
+    works: no lock is left held by the fork."""
+    d = daemon.run_data(code("""
+        import atexit, logging, os, sys, threading
+        class Shout(logging.Handler):
+            def emit(self, record):
+                print("emit", record.getMessage())
+            def close(self):
+                print("closed")
+                super().close()
+        log = logging.getLogger("mine")
+        log.addHandler(Shout())
+        log.propagate = False
+        def worker():
+            log.warning("from a thread")
+            logging.getLogger("urllib3").warning("library logger, no handler of ours")
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join(5)
+        print("thread done", not t.is_alive())
+        print("main", threading.current_thread() is threading.main_thread(), threading.active_count())
+        print("bind", "LD_BIND_NOW" in os.environ)
+        def late():
+            import time
+            time.sleep(0.2)
+            print("non-daemon thread joined")
+        threading.Thread(target=late).start()
+        atexit.register(lambda: print("atexit ran"))
+    """))
+    assert d["stdout"] == ("emit from a thread\nthread done True\nmain True 1\nbind False\n"
+                           "non-daemon thread joined\natexit ran\nclosed\n"), d
+    assert d["exit_code"] == 0, d
+
+
 def test_thread_pool_executor(daemon):
     d = daemon.run_data(code("""
         from concurrent.futures import ThreadPoolExecutor
