@@ -137,8 +137,9 @@ bool run_exited(const struct run *run);
 bool run_layer_is_current(const struct run *run);
 
 /* For jailer.c. */
-unsigned runs_active(const struct runs *rs); /* runs holding a request: <= max_workers */
-unsigned runs_dying(const struct runs *rs);  /* answered at their exit report, not reaped */
+unsigned runs_active(const struct runs *rs);        /* runs holding a request: <= max_workers */
+int64_t runs_last_answer_ms(const struct runs *rs); /* monotonic; 0: none yet */
+unsigned runs_dying(const struct runs *rs);         /* answered at their exit report, not reaped */
 bool runs_empty(const struct runs *rs);
 bool runs_own(const struct runs *rs, pid_t pid);
 void runs_kill_all(struct runs *rs);
@@ -190,6 +191,9 @@ struct warm *warm_free(struct warm *w);
 struct run *warm_take(struct warm *w, int lang, bool network);
 /* Start spawns until every pool has its target (armed + spawning). */
 void warm_refill(struct warm *w);
+/* How long a refill is held back after the last answer (ms), or -1:
+ * the loop wakes by then. */
+int warm_refill_wait_ms(const struct warm *w);
 /* Write pool sizes and the zygote's pid into the shared stats page. */
 void warm_publish(struct warm *w);
 /* After each batch of events: free what its handlers let go. */

@@ -641,7 +641,10 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         warm_refill(j->warm);
         warm_publish(j->warm);
         while (!(j->http_gone && runs_empty(j->runs) && !warm_zygote_alive(j->warm))) {
-                int n = loop_run_once(j->env.loop, loop_timeout_ms(j));
+                int timeout = loop_timeout_ms(j), wait = warm_refill_wait_ms(j->warm);
+                if (wait >= 0 && (timeout < 0 || wait < timeout))
+                        timeout = wait;
+                int n = loop_run_once(j->env.loop, timeout);
                 if (n < 0 && n != -EINTR) {
                         log_error(NULL, "jailer.epoll", "error=%s", log_q(strerror(-n)));
                         kill_all(j);

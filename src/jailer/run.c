@@ -76,10 +76,11 @@ struct run {
 struct runs {
         const struct run_env *env;
         struct run *head;
-        unsigned n_active; /* runs that hold a request: <= max_workers */
-        unsigned n_dying;  /* runs answered at their exit report, not yet reaped */
-        bool stopping;     /* the jailer stops: a start that fails is no failure */
-        bool net_dirty;    /* a run with network ended since counters were read */
+        unsigned n_active;      /* runs that hold a request: <= max_workers */
+        unsigned n_dying;       /* runs answered at their exit report, not yet reaped */
+        bool stopping;          /* the jailer stops: a start that fails is no failure */
+        bool net_dirty;         /* a run with network ended since counters were read */
+        int64_t last_answer_ms; /* when the last result went to the HTTP side */
         /* by language: another way of spawning its runs (the zygote), or NULL */
         const struct run_spawner *spawner[PROTO_LANG_SLOTS];
         void *spawner_data[PROTO_LANG_SLOTS];
@@ -639,6 +640,7 @@ static void answer(struct runs *rs, struct run *run, int status, const struct ru
         if (run->chan >= 0 && channel_send(run->chan, &res, sizeof(res), NULL, 0) < 0)
                 log_warn(run->trace, "run.result_undeliverable", "error=%s",
                          log_q(strerror(errno)));
+        rs->last_answer_ms = monotonic_ms();
 }
 
 /* The report came and nothing stopped the run: answer now. The process is
@@ -896,6 +898,11 @@ void runs_set_spawner(struct runs *rs, int lang, const struct run_spawner *sp, v
 unsigned runs_active(const struct runs *rs)
 {
         return rs->n_active;
+}
+
+int64_t runs_last_answer_ms(const struct runs *rs)
+{
+        return rs->last_answer_ms;
 }
 
 unsigned runs_dying(const struct runs *rs)
