@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+
 def code(src):
     return textwrap.dedent(src).lstrip("\n")
 
@@ -284,6 +285,28 @@ def test_a_program_ends_as_python_would(daemon):
     assert d["stdout"] == ("emit from a thread\nthread done True\nmain True 1\nbind False\n"
                            "non-daemon thread joined\natexit ran\nclosed\n"), d
     assert d["exit_code"] == 0, d
+
+
+@pytest.mark.parametrize("threads", [0, 1])
+def test_at_exit_the_main_thread_is_stopped_as_in_python(daemon, threads):
+    """atexit handlers run after threading's shutdown, as in `python3 -c`:
+    the main thread reads as stopped and no thread-pool may start, with
+    or without threads of the program's own (two ways to the same end)."""
+    d = daemon.run_data(code(f"""
+        import atexit, threading
+        for _ in range({threads}):
+            threading.Thread(target=lambda: None).start()
+        def report():
+            print("main alive", threading.main_thread().is_alive())
+            try:
+                from concurrent.futures import ThreadPoolExecutor
+                ThreadPoolExecutor(1).submit(print, "late")
+            except RuntimeError as e:
+                print("refused:", e)
+        atexit.register(report)
+    """))
+    assert d["stdout"] == ("main alive False\n"
+                           "refused: can't register atexit after shutdown\n"), d
 
 
 def test_thread_pool_executor(daemon):
