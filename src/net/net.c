@@ -31,13 +31,15 @@
 /* At most this many clean namespaces wait for a run. */
 #define IDLE_MAX 32
 
-/* A run's network: its namespace (kept open while it is ours) and a route
- * netlink socket inside it. */
+/* A run's network: its namespace (kept open while it is ours), a route
+ * netlink socket inside it, and a socket-diagnostics one (nl NULL if the
+ * kernel has none: the namespace is then never reused). */
 struct slot {
         struct slot *next;
         uint32_t addr;
         int nsfd;
         struct rtnl inner;
+        struct rtnl diag;
 };
 
 struct net {
@@ -86,24 +88,26 @@ static void ipv6_off(void)
         }
 }
 
-/* Inside the new namespace: lo up, and a route netlink socket that stays
- * there. */
-static int inner_setup(struct rtnl *inner)
+/* Inside the new namespace: lo up, and netlink sockets that stay there
+ * (route; socket diagnostics if wanted and the kernel has them). */
+static int inner_setup(struct rtnl *inner, struct rtnl *diag)
 {
         ipv6_off();
         int r = rtnl_open(inner);
         if (r == 0)
                 r = rtnl_link_up(inner, 1);
+        if (r == 0 && diag)
+                sockdiag_open(diag); /* without it: never reused */
         return r;
 }
 
-/* A fresh namespace (its fd) with lo up, and a netlink socket in it. */
-static int make_namespace(struct net *n, struct rtnl *inner, int *ret_fd)
+/* A fresh namespace (its fd) with lo up, and netlink sockets in it. */
+static int make_namespace(struct net *n, struct rtnl *inner, struct rtnl *diag, int *ret_fd)
 {
         if (unshare(CLONE_NEWNET) < 0)
                 return -errno;
         int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        int r = fd < 0 ? -errno : inner_setup(inner);
+        int r = fd < 0 ? -errno : inner_setup(inner, diag);
         if (setns(n->host_ns, CLONE_NEWNET) < 0) {
                 /* We cannot be left in the run's namespace: never go on. */
                 log_error(NULL, "net.setns_failed", "error=%s", log_q(strerror(errno)));
@@ -111,6 +115,8 @@ static int make_namespace(struct net *n, struct rtnl *inner, int *ret_fd)
         }
         if (r < 0) {
                 rtnl_close(inner);
+                if (diag)
+                        rtnl_close(diag);
                 safe_close(fd);
                 return r;
         }
@@ -164,6 +170,7 @@ static struct slot *slot_free(struct slot *s)
 {
         if (s) {
                 rtnl_close(&s->inner);
+                rtnl_close(&s->diag);
                 safe_close(s->nsfd);
                 free(s);
         }
@@ -185,7 +192,7 @@ static int slot_make(struct net *n, struct slot **ret, char *err, size_t errlen)
                 return r;
         }
         link_name(name, sizeof(name), s->addr);
-        if ((r = make_namespace(n, &s->inner, &s->nsfd)) < 0) {
+        if ((r = make_namespace(n, &s->inner, &s->diag, &s->nsfd)) < 0) {
                 snprintf(err, errlen, "network namespace: %s", strerror(-r));
                 free(s);
                 return r;
@@ -234,10 +241,16 @@ void net_run_release(struct net *n, uint32_t addr)
                 return;
         struct slot *s = *p;
         *p = s->next;
-        /* Reused only if no packet ever crossed any of its links: the run
-         * then left no socket, no connection and no counter behind. */
+        /* Reused only if no packet ever crossed any of its links (no
+         * connection, no counter a later run could read) and no TCP or UDP
+         * socket is left in it: a run's socket can outlive its processes,
+         * held in flight in a unix socket pair's queue until the kernel's
+         * collector frees it, and a later run could learn from the port it
+         * still holds. */
         uint64_t packets = 1;
-        if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 && packets == 0) {
+        unsigned sockets = 1;
+        if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 && packets == 0 &&
+            s->diag.nl && sockdiag_inet_sockets(&s->diag, &sockets) == 0 && sockets == 0) {
                 s->next = n->idle;
                 n->idle = s;
                 n->n_idle++;
@@ -423,7 +436,7 @@ static int probe(struct net *n, char *err, size_t errlen)
         int nsfd = -1;
         char name[IF_NAMESIZE];
         snprintf(name, sizeof(name), "lbxp%ld", (long)(getpid() % 100000000));
-        int r = make_namespace(n, &inner, &nsfd);
+        int r = make_namespace(n, &inner, NULL, &nsfd);
         if (r < 0) {
                 snprintf(err, errlen, "cannot create a network namespace: %s", strerror(-r));
                 return r;

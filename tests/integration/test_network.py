@@ -63,6 +63,33 @@ def test_requests_library_reaches_a_public_http_server(daemon, netlab):
     assert d["stdout"] == "8080\n8081\n"
 
 
+OWN_ADDRESS = textwrap.dedent("""
+    import socket, struct
+    for line in open('/proc/self/net/route').read().splitlines()[1:]:
+        f = line.split()
+        if f[1] == '00000000':
+            gateway = socket.inet_ntoa(struct.pack('<I', int(f[2], 16)))
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect((gateway, 9))  # a UDP connect sends nothing
+    print(s.getsockname()[0])
+""").lstrip()
+
+
+def test_an_untouched_namespace_serves_again_and_a_used_one_never(daemon):
+    """A run's namespace keeps its address, so the address tells which
+    namespace a run had. One that no packet crossed serves later runs; one
+    whose run sent a packet (here on its own loopback) is let go."""
+    def address(extra=""):
+        d = daemon.run_data(OWN_ADDRESS + extra, enable_network=True)
+        assert d["exit_code"] == 0 and d["stderr"] == "", d
+        return d["stdout"].strip()
+    seen = [address() for _ in range(12)]
+    assert len(set(seen)) < len(seen), seen
+    used = address("socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', 9))\n")
+    later = [address() for _ in range(12)]
+    assert used not in later, (used, later)
+
+
 @pytest.mark.parametrize("fields", [{}, {"enable_network": False}], ids=["absent", "false"])
 def test_no_network_unless_requested(daemon, tcp_server, fields):
     body = {"language": "python3", "code": probe(tcp_server.port)}
