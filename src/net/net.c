@@ -242,15 +242,15 @@ void net_run_release(struct net *n, uint32_t addr)
         struct slot *s = *p;
         *p = s->next;
         /* Reused only if no packet ever crossed any of its links (no
-         * connection, no counter a later run could read) and no TCP or UDP
-         * socket is left in it: a run's socket can outlive its processes,
-         * held in flight in a unix socket pair's queue until the kernel's
-         * collector frees it, and a later run could learn from the port it
-         * still holds. */
+         * connection, no counter a later run could read) and no socket is
+         * left in it: a run's socket can outlive its processes, held in
+         * flight in a unix socket pair's queue until the kernel's collector
+         * frees it, and a later run could learn from the port it holds or
+         * see it in /proc/self/net/unix. */
         uint64_t packets = 1;
         unsigned sockets = 1;
         if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 && packets == 0 &&
-            s->diag.nl && sockdiag_inet_sockets(&s->diag, &sockets) == 0 && sockets == 0) {
+            s->diag.nl && sockdiag_sockets(&s->diag, &sockets) == 0 && sockets == 0) {
                 s->next = n->idle;
                 n->idle = s;
                 n->n_idle++;

@@ -10,6 +10,7 @@
 #include <linux/inet_diag.h>
 #include <linux/ip.h>
 #include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -252,7 +253,8 @@ static int count_message(const struct nlmsghdr *nlh, void *data)
         return MNL_CB_OK;
 }
 
-/* One dump of the family's sockets of one protocol, in every state. */
+/* One dump of the family's sockets (of one protocol for IPv4 and IPv6),
+ * in every state. */
 static int sockdiag_dump(struct rtnl *r, uint8_t family, uint8_t protocol, unsigned *count)
 {
         char buf[8192];
@@ -260,10 +262,16 @@ static int sockdiag_dump(struct rtnl *r, uint8_t family, uint8_t protocol, unsig
         nlh->nlmsg_type = SOCK_DIAG_BY_FAMILY;
         nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
         nlh->nlmsg_seq = ++r->seq;
-        struct inet_diag_req_v2 *req = mnl_nlmsg_put_extra_header(nlh, sizeof(*req));
-        req->sdiag_family = family;
-        req->sdiag_protocol = protocol;
-        req->idiag_states = ~0U;
+        if (family == AF_UNIX) {
+                struct unix_diag_req *req = mnl_nlmsg_put_extra_header(nlh, sizeof(*req));
+                req->sdiag_family = AF_UNIX;
+                req->udiag_states = ~0U;
+        } else {
+                struct inet_diag_req_v2 *req = mnl_nlmsg_put_extra_header(nlh, sizeof(*req));
+                req->sdiag_family = family;
+                req->sdiag_protocol = protocol;
+                req->idiag_states = ~0U;
+        }
         if (mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len) < 0)
                 return -errno;
         uint32_t seq = nlh->nlmsg_seq;
@@ -279,17 +287,21 @@ static int sockdiag_dump(struct rtnl *r, uint8_t family, uint8_t protocol, unsig
         }
 }
 
-int sockdiag_inet_sockets(struct rtnl *r, unsigned *ret)
+int sockdiag_sockets(struct rtnl *r, unsigned *ret)
 {
-        static const uint8_t families[] = {AF_INET, AF_INET6};
-        static const uint8_t protocols[] = {IPPROTO_TCP, IPPROTO_UDP};
+        static const struct {
+                uint8_t family, protocol;
+        } kinds[] = {{AF_INET, IPPROTO_TCP},
+                     {AF_INET, IPPROTO_UDP},
+                     {AF_INET6, IPPROTO_TCP},
+                     {AF_INET6, IPPROTO_UDP},
+                     {AF_UNIX, 0}};
         unsigned count = 0;
-        for (size_t f = 0; f < sizeof(families); f++)
-                for (size_t p = 0; p < sizeof(protocols); p++) {
-                        int r2 = sockdiag_dump(r, families[f], protocols[p], &count);
-                        if (r2 < 0)
-                                return r2;
-                }
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+                int e = sockdiag_dump(r, kinds[k].family, kinds[k].protocol, &count);
+                if (e < 0)
+                        return e;
+        }
         *ret = count;
         return 0;
 }

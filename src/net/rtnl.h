@@ -20,9 +20,9 @@ struct rtnl {
 int rtnl_open(struct rtnl *r);
 /* The same for socket diagnostics (NETLINK_SOCK_DIAG). */
 int sockdiag_open(struct rtnl *r);
-/* TCP and UDP sockets, IPv4 and IPv6, in any state, that exist in the
- * diagnostics socket's namespace (0: none). */
-int sockdiag_inet_sockets(struct rtnl *r, unsigned *ret);
+/* Sockets in the diagnostics socket's namespace, in any state: TCP and
+ * UDP (IPv4 and IPv6) and unix ones (0: none). */
+int sockdiag_sockets(struct rtnl *r, unsigned *ret);
 void rtnl_close(struct rtnl *r);
 
 /* veth pair, both ends down: name here; the peer, named peer_name with

@@ -1,6 +1,7 @@
 /* The socket-diagnostics dump that decides whether a run's network
  * namespace may serve another run (net/rtnl.c): it must see a TCP or UDP
- * socket, IPv4 or IPv6, that still holds a port in the namespace. */
+ * socket, IPv4 or IPv6, that still holds a port in the namespace, and a
+ * unix socket (which a later run would see in /proc/self/net/unix). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -15,7 +16,7 @@
 static unsigned count(struct rtnl *diag)
 {
         unsigned n = 999;
-        int r = sockdiag_inet_sockets(diag, &n);
+        int r = sockdiag_sockets(diag, &n);
         return r < 0 ? 1000 + (unsigned)-r : n;
 }
 
@@ -46,8 +47,13 @@ TEST(sockdiag_counts_the_sockets_left_in_a_namespace)
                 EXPECT_INT_OP(count(&diag), ==, 2); /* bound, not listening: as a run's is */
         EXPECT_INT_OP(listen(tcp6, 1), ==, 0);
         EXPECT_INT_OP(count(&diag), ==, 2);
+        int pair[2];
+        EXPECT_INT_OP(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), ==, 0);
+        EXPECT_INT_OP(count(&diag), ==, 4); /* a pair: two unix sockets */
         close(udp);
         close(tcp6);
+        close(pair[0]);
+        close(pair[1]);
         EXPECT_INT_OP(count(&diag), ==, 0);
         rtnl_close(&diag);
 }
