@@ -29,10 +29,11 @@ int jail_start(const struct jail_spec *s, bool sibling, struct jail_started *ret
             .pidfd = (uint64_t)(uintptr_t)&pidfd,
             .exit_signal = SIGCHLD,
         };
-        /* Without network: an empty namespace. With network, the child
-         * joins the one made for it (netns_fd), or stays in ours (host
-         * mode). */
-        if (!s->network)
+        /* The child joins the namespace made for it (netns_fd): with
+         * network, its own; without, an empty one the jailer keeps. Else
+         * without network the clone makes an empty one, and with network
+         * it stays in ours (host mode). */
+        if (!s->network && s->netns_fd < 0)
                 args.flags |= CLONE_NEWNET;
         if (sibling) {
                 /* clone3 takes no exit signal with CLONE_PARENT: the child

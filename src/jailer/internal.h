@@ -51,6 +51,7 @@ struct run_env {
         struct cgroup_root *cg;
         struct deps *deps;
         struct net *net;            /* namespace mode with network: the runs' network */
+        struct emptyns *emptyns;    /* namespaces for runs without network, or NULL */
         char *resolv_conf;          /* the runs' /etc/resolv.conf with network, or NULL */
         char net_error[512];        /* why runs with network are refused, or "" */
         char **envp[2];             /* a run's environment, [network] */

@@ -33,6 +33,7 @@
 #include "ipc/channel.h"
 #include "ipc/proto.h"
 #include "ipc/stats.h"
+#include "net/emptyns.h"
 #include "net/net.h"
 #include "jail/cgroup.h"
 #include "jail/policy.h"
@@ -193,6 +194,12 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                 atomic_store(&j->env.stats->runtime[i], j->env.langs[i].rt != NULL);
         if (r == 0)
                 setup_network(j);
+        if (r == 0 && (r = emptyns_new(&j->env.emptyns)) < 0) {
+                /* runs without network then get theirs from the clone */
+                log_warn(NULL, "network.empty_namespaces_unavailable", "error=%s",
+                         log_q(strerror(-r)));
+                r = 0;
+        }
         if (r == 0)
                 r = setup_loop(j, err, errlen);
         if (r == 0)
@@ -233,6 +240,7 @@ struct jailer *jailer_free(struct jailer *j)
         stats_unmap(j->env.stats);
         safe_close(j->stats_fd);
         net_close(j->env.net);
+        emptyns_free(j->env.emptyns);
         free(j->env.resolv_conf);
         free(j);
         return NULL;

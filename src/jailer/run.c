@@ -32,6 +32,7 @@
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 #include "jail/uidpool.h"
+#include "net/emptyns.h"
 #include "net/net.h"
 #include "deps/deps.h"
 #include "jailer/internal.h"
@@ -63,8 +64,9 @@ struct run {
         struct layer *layer;      /* the dependency layer it binds (Python) */
         uid_t uid;
         struct cgroup_run *cg;
-        uint32_t net_addr;    /* its address, with a network namespace */
-        unsigned net_refused; /* packets the egress policy refused it (logged ones) */
+        uint32_t net_addr;            /* its address, with a network namespace */
+        struct emptyns_slot *emptyns; /* its namespace, without network (or NULL) */
+        unsigned net_refused;         /* packets the egress policy refused it (logged ones) */
         char trace[PROTO_TRACE_LEN + 1];
         char failure[160]; /* why the start failed, for the request's -500 */
         enum run_reason reason;
@@ -311,6 +313,9 @@ static void release_identity(struct runs *rs, struct run *run)
         run->layer = NULL;
         if (run->net_addr)
                 net_run_release(rs->env->net, run->net_addr); /* once: then no longer held */
+        if (run->emptyns)
+                emptyns_release(rs->env->emptyns, run->emptyns);
+        run->emptyns = NULL;
         if (run->cg) {
                 int r = cgroup_run_destroy(run->cg);
                 if (r < 0) {
@@ -372,6 +377,11 @@ static int prepare(struct runs *rs, struct run *run, struct child_ends *c, char 
         if (run->network && rs->env->net &&
             (r = net_run_create(rs->env->net, &c->netns, &run->net_addr, err, errlen)) < 0)
                 return -EIO;
+        /* without network: an empty namespace kept from an earlier run, or
+         * (failing that) the one the clone makes */
+        if (!run->network && rs->env->emptyns &&
+            emptyns_take(rs->env->emptyns, &c->netns, &run->emptyns) < 0)
+                c->netns = -1;
         int rp[2];
         if (run->slot->rt->exit_report) {
                 if (pipe2(rp, O_CLOEXEC | O_NONBLOCK) < 0) {

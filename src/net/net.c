@@ -23,6 +23,7 @@
 #include "net/net.h"
 #include "net/nflog.h"
 #include "net/rtnl.h"
+#include "net/sockcount.h"
 
 /* The peer's index and name inside a run's namespace (lo is 1). */
 #define RUN_IFINDEX 2
@@ -32,14 +33,14 @@
 #define IDLE_MAX 32
 
 /* A run's network: its namespace (kept open while it is ours), a route
- * netlink socket inside it, and a socket-diagnostics one (nl NULL if the
- * kernel has none: the namespace is then never reused). */
+ * netlink socket inside it, and its socket counts (sockcount.h; -1 if they
+ * cannot be read: the namespace is then never reused). */
 struct slot {
         struct slot *next;
         uint32_t addr;
         int nsfd;
         struct rtnl inner;
-        struct rtnl diag;
+        int sockets;
 };
 
 struct net {
@@ -88,26 +89,26 @@ static void ipv6_off(void)
         }
 }
 
-/* Inside the new namespace: lo up, and netlink sockets that stay there
- * (route; socket diagnostics if wanted and the kernel has them). */
-static int inner_setup(struct rtnl *inner, struct rtnl *diag)
+/* Inside the new namespace: lo up, a route netlink socket that stays
+ * there, and (if wanted) its socket counts. */
+static int inner_setup(struct rtnl *inner, int *sockets)
 {
         ipv6_off();
         int r = rtnl_open(inner);
         if (r == 0)
                 r = rtnl_link_up(inner, 1);
-        if (r == 0 && diag)
-                sockdiag_open(diag); /* without it: never reused */
+        if (r == 0 && sockets)
+                *sockets = sockcount_open(); /* without them: never reused */
         return r;
 }
 
-/* A fresh namespace (its fd) with lo up, and netlink sockets in it. */
-static int make_namespace(struct net *n, struct rtnl *inner, struct rtnl *diag, int *ret_fd)
+/* A fresh namespace (its fd) with lo up, and a netlink socket in it. */
+static int make_namespace(struct net *n, struct rtnl *inner, int *sockets, int *ret_fd)
 {
         if (unshare(CLONE_NEWNET) < 0)
                 return -errno;
         int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        int r = fd < 0 ? -errno : inner_setup(inner, diag);
+        int r = fd < 0 ? -errno : inner_setup(inner, sockets);
         if (setns(n->host_ns, CLONE_NEWNET) < 0) {
                 /* We cannot be left in the run's namespace: never go on. */
                 log_error(NULL, "net.setns_failed", "error=%s", log_q(strerror(errno)));
@@ -115,8 +116,8 @@ static int make_namespace(struct net *n, struct rtnl *inner, struct rtnl *diag, 
         }
         if (r < 0) {
                 rtnl_close(inner);
-                if (diag)
-                        rtnl_close(diag);
+                if (sockets && *sockets >= 0)
+                        *sockets = safe_close(*sockets);
                 safe_close(fd);
                 return r;
         }
@@ -170,7 +171,7 @@ static struct slot *slot_free(struct slot *s)
 {
         if (s) {
                 rtnl_close(&s->inner);
-                rtnl_close(&s->diag);
+                safe_close(s->sockets);
                 safe_close(s->nsfd);
                 free(s);
         }
@@ -184,7 +185,7 @@ static int slot_make(struct net *n, struct slot **ret, char *err, size_t errlen)
         struct slot *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        s->nsfd = -1;
+        s->nsfd = s->sockets = -1;
         int r = next_address(n, &s->addr);
         if (r < 0) {
                 snprintf(err, errlen, "network: every address of network.subnet is in use");
@@ -192,7 +193,7 @@ static int slot_make(struct net *n, struct slot **ret, char *err, size_t errlen)
                 return r;
         }
         link_name(name, sizeof(name), s->addr);
-        if ((r = make_namespace(n, &s->inner, &s->diag, &s->nsfd)) < 0) {
+        if ((r = make_namespace(n, &s->inner, &s->sockets, &s->nsfd)) < 0) {
                 snprintf(err, errlen, "network namespace: %s", strerror(-r));
                 free(s);
                 return r;
@@ -248,9 +249,9 @@ void net_run_release(struct net *n, uint32_t addr)
          * frees it, and a later run could learn from the port it holds or
          * see it in /proc/self/net/unix. */
         uint64_t packets = 1;
-        unsigned sockets = 1;
+        unsigned long sockets = 1;
         if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 && packets == 0 &&
-            s->diag.nl && sockdiag_sockets(&s->diag, &sockets) == 0 && sockets == 0) {
+            s->sockets >= 0 && sockcount_read(s->sockets, &sockets) == 0 && sockets == 0) {
                 s->next = n->idle;
                 n->idle = s;
                 n->n_idle++;

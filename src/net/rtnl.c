@@ -1,17 +1,11 @@
-/* Netlink requests for the run network (rtnl.h), built with libmnl: route
- * netlink, and the socket-diagnostics dump that tells whether a namespace
- * still holds a socket. */
+/* Route netlink requests for the run network (rtnl.h), built with libmnl. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <libmnl/libmnl.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
 #include <linux/if_link.h>
-#include <linux/inet_diag.h>
 #include <linux/ip.h>
-#include <linux/sock_diag.h>
-#include <linux/unix_diag.h>
-#include <netinet/in.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <string.h>
@@ -23,9 +17,9 @@
 /* Large enough for the biggest request (a veth with its peer) and an ack. */
 #define RTNL_BUF 1024
 
-static int nl_open(struct rtnl *r, int bus)
+int rtnl_open(struct rtnl *r)
 {
-        r->nl = mnl_socket_open2(bus, SOCK_CLOEXEC);
+        r->nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
         if (!r->nl)
                 return -errno;
         if (mnl_socket_bind(r->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
@@ -37,16 +31,6 @@ static int nl_open(struct rtnl *r, int bus)
         r->portid = mnl_socket_get_portid(r->nl);
         r->seq = (uint32_t)time(NULL);
         return 0;
-}
-
-int rtnl_open(struct rtnl *r)
-{
-        return nl_open(r, NETLINK_ROUTE);
-}
-
-int sockdiag_open(struct rtnl *r)
-{
-        return nl_open(r, NETLINK_SOCK_DIAG);
 }
 
 void rtnl_close(struct rtnl *r)
@@ -244,64 +228,4 @@ int rtnl_route_default(struct rtnl *r, int index, uint32_t gateway)
         mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gateway));
         mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)index);
         return transact(r, nlh);
-}
-
-static int count_message(const struct nlmsghdr *nlh, void *data)
-{
-        if (nlh->nlmsg_type == SOCK_DIAG_BY_FAMILY)
-                (*(unsigned *)data)++;
-        return MNL_CB_OK;
-}
-
-/* One dump of the family's sockets (of one protocol for IPv4 and IPv6),
- * in every state. */
-static int sockdiag_dump(struct rtnl *r, uint8_t family, uint8_t protocol, unsigned *count)
-{
-        char buf[8192];
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-        nlh->nlmsg_type = SOCK_DIAG_BY_FAMILY;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-        nlh->nlmsg_seq = ++r->seq;
-        if (family == AF_UNIX) {
-                struct unix_diag_req *req = mnl_nlmsg_put_extra_header(nlh, sizeof(*req));
-                req->sdiag_family = AF_UNIX;
-                req->udiag_states = ~0U;
-        } else {
-                struct inet_diag_req_v2 *req = mnl_nlmsg_put_extra_header(nlh, sizeof(*req));
-                req->sdiag_family = family;
-                req->sdiag_protocol = protocol;
-                req->idiag_states = ~0U;
-        }
-        if (mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len) < 0)
-                return -errno;
-        uint32_t seq = nlh->nlmsg_seq;
-        for (;;) {
-                ssize_t n = mnl_socket_recvfrom(r->nl, buf, sizeof(buf));
-                if (n < 0)
-                        return -errno;
-                int cb = mnl_cb_run(buf, (size_t)n, seq, r->portid, count_message, count);
-                if (cb == MNL_CB_ERROR)
-                        return -errno;
-                if (cb == MNL_CB_STOP)
-                        return 0;
-        }
-}
-
-int sockdiag_sockets(struct rtnl *r, unsigned *ret)
-{
-        static const struct {
-                uint8_t family, protocol;
-        } kinds[] = {{AF_INET, IPPROTO_TCP},
-                     {AF_INET, IPPROTO_UDP},
-                     {AF_INET6, IPPROTO_TCP},
-                     {AF_INET6, IPPROTO_UDP},
-                     {AF_UNIX, 0}};
-        unsigned count = 0;
-        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-                int e = sockdiag_dump(r, kinds[k].family, kinds[k].protocol, &count);
-                if (e < 0)
-                        return e;
-        }
-        *ret = count;
-        return 0;
 }

@@ -18,11 +18,6 @@ struct rtnl {
 /* A route netlink socket in the caller's current network namespace (it
  * stays bound to that namespace after a setns). */
 int rtnl_open(struct rtnl *r);
-/* The same for socket diagnostics (NETLINK_SOCK_DIAG). */
-int sockdiag_open(struct rtnl *r);
-/* Sockets in the diagnostics socket's namespace, in any state: TCP and
- * UDP (IPv4 and IPv6) and unix ones (0: none). */
-int sockdiag_sockets(struct rtnl *r, unsigned *ret);
 void rtnl_close(struct rtnl *r);
 
 /* veth pair, both ends down: name here; the peer, named peer_name with
