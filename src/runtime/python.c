@@ -6,11 +6,13 @@
  * and with source lines (the C hook cannot find them, the code has no
  * file), then ends the way Python would (non-daemon threads joined, atexit
  * handlers run, streams flushed) but without tearing the interpreter down,
- * which for a process about to vanish is only time. With CPython 3.11 and
- * no thread but the main one ever alive at the end, threading's shutdown
- * comes down to the two marks it would leave (the main thread stopped, no
- * new thread-pool work), set directly: its full walk wrote to ~20 of the
- * zygote's pages, a copy-on-write fault each. Its last act closes
+ * which for a process about to vanish is only time. With CPython 3.11, no
+ * thread but the main one alive at the end and threading's shutdown as it
+ * was before the program ran (a program may replace it, and Python would
+ * call the replacement), that shutdown comes down to the two marks it
+ * would leave (the main thread stopped, no new thread-pool work), set
+ * directly: its full walk wrote to ~20 of the zygote's pages, a
+ * copy-on-write fault each. Its last act closes
  * stdout and stderr and writes the exit status to the report pipe (fd 5),
  * so the jailer can answer without waiting for the kernel to tear the
  * process down. -I ignores PYTHON* variables, user site and the working
@@ -71,14 +73,16 @@ const char runtime_python_boot[] =
     "            pass\n"
     "        return 1\n"
     "    return 0\n"
-    "def _lockbox_exit(rc):\n"
+    "def _lockbox_exit(rc, shutdown=getattr(__import__('sys').modules.get('threading'),\n"
+    "                                        '_shutdown', None)):\n"
     "    import sys, os\n"
     "    try:\n"
     "        t = sys.modules.get('threading')\n"
     "        if t is None:\n"
     "            pass\n"
-    "        elif (sys.version_info[:2] == (3, 11) and len(t._active) == 1 and not t._limbo\n"
-    "              and not t._threading_atexits and t._main_thread._ident == t.get_ident()):\n"
+    "        elif (sys.version_info[:2] == (3, 11) and t._shutdown is shutdown\n"
+    "              and len(t._active) == 1 and not t._limbo and not t._threading_atexits\n"
+    "              and t._main_thread._ident == t.get_ident()):\n"
     "            t._SHUTTING_DOWN = True\n"
     "            t._main_thread._is_stopped = True\n"
     "        else:\n"
