@@ -3,13 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#include "base/log.h"
 #include "base/util.h"
+#include "net/netns.h"
 #include "net/sockcount.h"
 
 /* At most this many wait for a run. */
@@ -66,6 +64,13 @@ struct emptyns *emptyns_free(struct emptyns *p)
         return NULL;
 }
 
+static int open_counts(void *data)
+{
+        int *sockets = data;
+        *sockets = sockcount_open();
+        return *sockets < 0 ? *sockets : 0;
+}
+
 /* A new namespace, and its socket counts opened from inside it. */
 static int slot_make(struct emptyns *p, struct emptyns_slot **ret)
 {
@@ -73,18 +78,7 @@ static int slot_make(struct emptyns *p, struct emptyns_slot **ret)
         if (!s)
                 return -ENOMEM;
         s->nsfd = s->sockets = -1;
-        if (unshare(CLONE_NEWNET) < 0) {
-                int e = errno;
-                free(s);
-                return -e;
-        }
-        s->nsfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        int r = s->nsfd < 0 ? -errno : (s->sockets = sockcount_open());
-        if (setns(p->host_ns, CLONE_NEWNET) < 0) {
-                /* We cannot be left in a run's namespace: never go on. */
-                log_error(NULL, "net.setns_failed", "error=%s", log_q(strerror(errno)));
-                abort();
-        }
+        int r = netns_make(p->host_ns, open_counts, &s->sockets, &s->nsfd);
         if (r < 0) {
                 slot_free(s);
                 return r;

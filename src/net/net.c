@@ -22,6 +22,7 @@
 #include "net/forward.h"
 #include "net/net.h"
 #include "net/nflog.h"
+#include "net/netns.h"
 #include "net/rtnl.h"
 #include "net/sockcount.h"
 
@@ -89,40 +90,36 @@ static void ipv6_off(void)
         }
 }
 
+struct inner {
+        struct rtnl *rtnl;
+        int *sockets;
+};
+
 /* Inside the new namespace: lo up, a route netlink socket that stays
  * there, and (if wanted) its socket counts. */
-static int inner_setup(struct rtnl *inner, int *sockets)
+static int inner_setup(void *data)
 {
+        struct inner *in = data;
         ipv6_off();
-        int r = rtnl_open(inner);
+        int r = rtnl_open(in->rtnl);
         if (r == 0)
-                r = rtnl_link_up(inner, 1);
-        if (r == 0 && sockets)
-                *sockets = sockcount_open(); /* without them: never reused */
+                r = rtnl_link_up(in->rtnl, 1);
+        if (r == 0 && in->sockets)
+                *in->sockets = sockcount_open(); /* without them: never reused */
         return r;
 }
 
 /* A fresh namespace (its fd) with lo up, and a netlink socket in it. */
 static int make_namespace(struct net *n, struct rtnl *inner, int *sockets, int *ret_fd)
 {
-        if (unshare(CLONE_NEWNET) < 0)
-                return -errno;
-        int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        int r = fd < 0 ? -errno : inner_setup(inner, sockets);
-        if (setns(n->host_ns, CLONE_NEWNET) < 0) {
-                /* We cannot be left in the run's namespace: never go on. */
-                log_error(NULL, "net.setns_failed", "error=%s", log_q(strerror(errno)));
-                abort();
-        }
+        struct inner in = {inner, sockets};
+        int r = netns_make(n->host_ns, inner_setup, &in, ret_fd);
         if (r < 0) {
                 rtnl_close(inner);
                 if (sockets && *sockets >= 0)
                         *sockets = safe_close(*sockets);
-                safe_close(fd);
-                return r;
         }
-        *ret_fd = fd;
-        return 0;
+        return r;
 }
 
 static int link_run(struct net *n, struct rtnl *inner, const char *name, int nsfd, uint32_t addr)

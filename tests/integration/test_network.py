@@ -90,6 +90,37 @@ def test_an_untouched_namespace_serves_again_and_a_used_one_never(daemon):
     assert used not in later, (used, later)
 
 
+@pytest.mark.host_view
+def test_runs_without_network_reuse_the_jailers_empty_namespaces(daemon):
+    """A run without network is in an empty namespace (loopback only, down;
+    socket() refused) that the jailer made and keeps for the next such run
+    once nothing is left in it: the namespaces the runs report are among
+    the ones the jailer holds open."""
+    import os
+    inodes = set()
+    for _ in range(8):
+        d = daemon.run_data(textwrap.dedent("""
+            import os, socket
+            print(os.readlink('/proc/self/ns/net'))
+            print(sorted(l.split(':')[0].strip()
+                         for l in open('/proc/self/net/dev').read().splitlines()[2:]))
+            try:
+                socket.socket()
+            except PermissionError:
+                print('no socket')
+        """).lstrip(), enable_network=False)
+        ns, links, refused = d["stdout"].splitlines()
+        assert (links, refused) == ("['lo']", "no socket"), d
+        inodes.add(ns)
+    held = set()
+    for fd in os.listdir(f"/proc/{daemon.pid}/fd"):
+        try:
+            held.add(os.readlink(f"/proc/{daemon.pid}/fd/{fd}"))
+        except OSError:
+            pass
+    assert inodes & held, (inodes, sorted(h for h in held if h.startswith("net:")))
+
+
 @pytest.mark.parametrize("fields", [{}, {"enable_network": False}], ids=["absent", "false"])
 def test_no_network_unless_requested(daemon, tcp_server, fields):
     body = {"language": "python3", "code": probe(tcp_server.port)}
