@@ -1,5 +1,6 @@
 /* File-descriptor helpers (see fd.h). */
 #include "base/fd.h"
+#include "base/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -75,32 +76,14 @@ void fd_close_from(int from)
         fd_close_all_except(from, NULL, 0);
 }
 
-static int mkdir_parents(const char *dir)
-{
-        char p[PATH_MAX];
-        if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
-                return -ENAMETOOLONG;
-        for (char *s = p + 1;; s++) {
-                if (*s != '/' && *s != '\0')
-                        continue;
-                char keep = *s;
-                *s = '\0';
-                if (mkdir(p, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *s = keep;
-                if (!keep)
-                        return 0;
-        }
-}
-
 int fd_lock_in(const char *dir, const char *name)
 {
         char path[PATH_MAX];
-        int r = mkdir_parents(dir);
-        if (r < 0)
-                return r;
         if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
                 return -ENAMETOOLONG;
+        int r = file_mkdir_parents(path, 0);
+        if (r < 0)
+                return r;
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,4 +62,20 @@ int file_write(const char *path, const char *text, int flags, mode_t mode)
         if (n < 0)
                 return -errno;
         return n == (ssize_t)len ? 0 : -EIO;
+}
+
+int file_mkdir_parents(const char *path, size_t skip)
+{
+        char tmp[PATH_MAX];
+        if ((size_t)snprintf(tmp, sizeof(tmp), "%s", path) >= sizeof(tmp))
+                return -ENAMETOOLONG;
+        if (skip >= strlen(tmp))
+                return 0;
+        for (char *p = tmp + skip + 1; (p = strchr(p, '/')); p++) {
+                *p = '\0';
+                if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        return 0;
 }

@@ -20,3 +20,7 @@ ssize_t file_read_buf(const char *path, char *buf, size_t size);
 /* Write text to path, opened O_WRONLY with flags added (O_CREAT: with
  * mode): 0, -errno, or -EIO on a short write. */
 int file_write(const char *path, const char *text, int flags, mode_t mode);
+/* mkdir -p of the directories path names before its last '/' (mode
+ * 0755), leaving the first skip bytes alone (a prefix known to exist):
+ * "/a/b/c" makes /a and /a/b, "/a/b/" all of them. 0 or -errno. */
+int file_mkdir_parents(const char *path, size_t skip);

@@ -19,6 +19,7 @@
 #include "base/fd.h"
 #include "base/util.h"
 #include "jail/jail.h"
+#include "jail/landlock.h"
 
 /* Where the sync socket ends up once the fds are arranged (it closes on
  * exec, or after READY; before that it stays wherever clone left it), and
@@ -189,24 +190,9 @@ static int step_identity(struct child *c)
  * reach an abstract unix socket outside its own domain (the host's, other
  * runs'). No rules, so nothing else changes. Skipped where the kernel
  * lacks them. */
-#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#define LL_SCOPE_SIGNAL (1ULL << 1)
-#define LL_CREATE_RULESET_VERSION (1U << 0)
-
 static int step_landlock(struct child *c)
 {
-        struct {
-                uint64_t handled_access_fs, handled_access_net, scoped;
-        } attr = {0, 0, LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL};
-        long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
-        if (abi < 6)
-                return 0;
-        int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
-        if (fd < 0)
-                return -errno;
-        int r = syscall(SYS_landlock_restrict_self, fd, 0) < 0 ? -errno : 0;
-        close(fd);
-        return r;
+        return landlock_scope_self();
 }
 
 static int step_seccomp(struct child *c)

@@ -97,3 +97,15 @@ int landlock_confine(const int *read_dirs, size_t n_dirs, const uint16_t *connec
                 return r;
         return syscall(SYS_landlock_restrict_self, ruleset, 0) < 0 ? -errno : 0;
 }
+
+int landlock_scope_self(void)
+{
+        if (landlock_abi() < 6)
+                return 0;
+        struct ll_ruleset_attr attr = {.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL};
+        _cleanup_close_ int ruleset =
+            (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+        if (ruleset < 0)
+                return -errno;
+        return syscall(SYS_landlock_restrict_self, ruleset, 0) < 0 ? -errno : 0;
+}

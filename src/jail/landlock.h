@@ -24,3 +24,9 @@ int landlock_abi(void);
  * or another negative errno. */
 int landlock_confine(const int *read_dirs, size_t n_dirs, const uint16_t *connect_ports,
                      size_t n_ports);
+
+/* Only the scopes (ABI 6): the caller can no longer signal a process nor
+ * reach an abstract Unix socket outside its own domain; nothing else
+ * changes. 0 (also when the kernel has no scopes: nothing was done) or a
+ * negative errno. */
+int landlock_scope_self(void);

@@ -38,16 +38,7 @@ static int path_in_root(char *buf, size_t size, const char *path)
 /* mkdir -p for a path inside the new root (components created 0755). */
 static int mkdir_parents(const char *full)
 {
-        char tmp[PATH_MAX];
-        if ((size_t)snprintf(tmp, sizeof(tmp), "%s", full) >= sizeof(tmp))
-                return -ENAMETOOLONG;
-        for (char *p = tmp + strlen(NEWROOT) + 1; (p = strchr(p, '/')); p++) {
-                *p = '\0';
-                if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        return 0;
+        return file_mkdir_parents(full, strlen(NEWROOT));
 }
 
 /* A new file of the run's root. */
