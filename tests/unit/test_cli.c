@@ -77,6 +77,9 @@ static const char *tmp_file(const char *name, const void *data, size_t len)
         return path;
 }
 
+/* Every case that makes files calls this after its checks, which are in
+ * a helper of their own so that a failed one (which returns) still gets
+ * here. */
 static void tmp_clean(void)
 {
         char cmd[128];
@@ -85,7 +88,7 @@ static void tmp_clean(void)
                 fprintf(stderr, "  could not remove %s\n", tmpdir);
 }
 
-TEST(cli_source_load_reads_and_checks_the_text)
+static void cli_source_load_reads_and_checks_the_text_checks(void)
 {
         struct cli_source src;
         const char *p = tmp_file("ok.py", "print('h\xc3\xa9')\n", 13);
@@ -108,12 +111,17 @@ TEST(cli_source_load_reads_and_checks_the_text)
         EXPECT_STR_EQ(err, "/nonexistent/x.py: No such file or directory");
         /* the language is checked before the file is opened */
         EXPECT_ERRNO(cli_source_load("/nonexistent/x.rb", NULL, &src, err, sizeof(err)), -EINVAL);
-        tmp_clean();
+}
+
+TEST(cli_source_load_reads_and_checks_the_text)
+{
+        cli_source_load_reads_and_checks_the_text_checks();
+        tmp_clean(); /* after a failed check too */
 }
 
 /* 16 MiB is sent, one byte more is refused: by size for a file, by the
  * buffer's cap for a pipe (stdin). */
-TEST(cli_source_load_size_cap_file_and_pipe)
+static void cli_source_load_size_cap_file_and_pipe_checks(void)
 {
         const char *p = tmp_file("big.py", "#", 1);
         EXPECT_INT_EQ(truncate(p, CLI_SOURCE_MAX + 1), 0);
@@ -157,7 +165,12 @@ TEST(cli_source_load_size_cap_file_and_pipe)
                 }
         }
         free(buf);
-        tmp_clean();
+}
+
+TEST(cli_source_load_size_cap_file_and_pipe)
+{
+        cli_source_load_size_cap_file_and_pipe_checks();
+        tmp_clean(); /* after a failed check too */
 }
 
 /* ---- option parsing, through build/lockbox ------------------------------------------ */
@@ -393,7 +406,7 @@ static void key_sent(const char *const *extra_args, const char *const *env, char
                 snprintf(key, size, "(client failed)");
 }
 
-TEST(cli_options_key_precedence)
+static void cli_options_key_precedence_checks(void)
 {
         char key[128];
         key_sent(NULL, NULL, key, sizeof(key));
@@ -409,5 +422,10 @@ TEST(cli_options_key_precedence)
         /* an empty variable counts as unset */
         key_sent(NULL, ARGS("LOCKBOX_KEY=", "API_KEY=fallback"), key, sizeof(key));
         EXPECT_STR_EQ(key, "fallback");
-        tmp_clean();
+}
+
+TEST(cli_options_key_precedence)
+{
+        cli_options_key_precedence_checks();
+        tmp_clean(); /* after a failed check too */
 }
