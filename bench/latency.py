@@ -75,7 +75,7 @@ def start_daemon(port, mode, extra):
         try:
             if requests.get(url + "/health", timeout=1).ok:
                 time.sleep(2)  # let warm pools fill
-                return proc, url, cfg.name
+                return proc, url, cfg.name, log.name
         except requests.ConnectionError:
             time.sleep(0.05)
     proc.kill()
@@ -136,7 +136,7 @@ def throughput(url, clients, program, seconds=5.0):
 
 
 def measure(mode, args):
-    proc, url, cfg = start_daemon(free_port(), mode, args.extra_config)
+    proc, url, cfg, log = start_daemon(free_port(), mode, args.extra_config)
     results = {}
     try:
         for name, program in PROGRAMS.items():
@@ -148,6 +148,10 @@ def measure(mode, args):
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
         os.unlink(cfg)
+        if proc.returncode == 0:
+            os.unlink(log)  # kept when the daemon did not stop cleanly
+        else:
+            print(f"lockboxd exited with {proc.returncode}; its log: {log}", file=sys.stderr)
     return results
 
 
