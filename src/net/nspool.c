@@ -104,29 +104,36 @@ struct nsentry *nspool_take(struct nspool *p)
         return e;
 }
 
-/* Its sockets destroyed; true when none is left. */
+/* Its sockets destroyed; true when none is left (or none can be counted:
+ * then the kernel frees it with its last). */
 static bool destroy_sockets(struct nspool *p, struct nsentry *e)
 {
         unsigned long left = 1;
-        if (!e->view || netview_sockets(e->view, &left) < 0 || left == 0)
-                return left == 0;
+        if (e->view && netview_sockets(e->view, &left) == 0 && left == 0)
+                return true;
         unsigned n = 0;
         if (e->diag >= 0)
                 sockdiag_destroy_all(e->diag, &n);
         p->st.sockets_destroyed += n;
-        return netview_sockets(e->view, &left) == 0 && left == 0;
+        return !e->view || (netview_sockets(e->view, &left) == 0 && left == 0);
 }
 
-/* Let go: closed now if no socket holds it, else lingering with its links
- * cut (its address is free again at once). */
+/* Let go: closed now if no socket holds it, else with its links cut (its
+ * address is free again at once) lingering, or if too many linger,
+ * closed too and counted. */
 static void let_go(struct nspool *p, struct nsentry *e)
 {
-        if (destroy_sockets(p, e) || !e->view || p->lingering.n >= NSPOOL_LINGER_MAX) {
+        if (destroy_sockets(p, e)) {
                 nspool_drop(p, e);
                 return;
         }
         if (p->ops->cut)
                 p->ops->cut(e, p->data);
+        if (p->lingering.n >= NSPOOL_LINGER_MAX) {
+                p->st.abandoned++;
+                nspool_drop(p, e);
+                return;
+        }
         e->due_ms = monotonic_ms() + NSPOOL_LINGER_MS;
         push(&p->lingering, e);
 }

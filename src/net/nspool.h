@@ -47,7 +47,8 @@ struct nspool_stats {
         uint64_t reused;            /* namespaces that served another run */
         uint64_t changed;           /* let go: they no longer read as fresh */
         uint64_t sockets_destroyed; /* sockets of let-go namespaces destroyed */
-        uint64_t abandoned;         /* let go with sockets left after NSPOOL_LINGER_MS */
+        uint64_t abandoned;         /* let go with sockets left: after NSPOOL_LINGER_MS, or
+                                     * at once while NSPOOL_LINGER_MAX linger */
         unsigned idle, settling, lingering;
 };
 
