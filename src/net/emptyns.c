@@ -34,7 +34,7 @@ int emptyns_new(struct emptyns **ret)
         if (!p)
                 return -ENOMEM;
         p->host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (p->host_ns < 0 || nspool_new(&slot_ops, p, &p->pool) < 0) {
+        if (p->host_ns < 0 || nspool_new(&slot_ops, p, NSPOOL_SETTLING_MAX, &p->pool) < 0) {
                 int e = p->host_ns < 0 ? errno : ENOMEM;
                 safe_close(p->host_ns);
                 free(p);

@@ -591,7 +591,10 @@ int net_open(const struct config *c, struct net **ret, char *err, size_t errlen)
         netaddr_parse_prefix(c->net_subnet, &n->subnet, NULL);
         n->n_slots = (uint32_t)(netaddr_size(&n->subnet) - 3);
         snprintf(n->policy.table, sizeof(n->policy.table), "lockbox_%ld", (long)getpid());
-        if (nspool_new(&slot_ops, n, &n->pool) < 0) {
+        /* settling namespaces keep their addresses: half the subnet at most */
+        uint32_t settling =
+            n->n_slots / 2 < NSPOOL_SETTLING_MAX ? n->n_slots / 2 : NSPOOL_SETTLING_MAX;
+        if (nspool_new(&slot_ops, n, settling, &n->pool) < 0) {
                 free(n);
                 return -ENOMEM;
         }

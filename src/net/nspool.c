@@ -24,6 +24,7 @@ struct nspool {
         struct nsentry *idle; /* a stack: the last in serves first */
         unsigned n_idle;
         struct queue settling, lingering;
+        unsigned settling_max;
         struct nspool_stats st;
 };
 
@@ -51,13 +52,14 @@ static struct nsentry *pop(struct queue *q)
         return e;
 }
 
-int nspool_new(const struct nspool_ops *ops, void *data, struct nspool **ret)
+int nspool_new(const struct nspool_ops *ops, void *data, unsigned settling_max, struct nspool **ret)
 {
         struct nspool *p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
         p->ops = ops;
         p->data = data;
+        p->settling_max = settling_max;
         *ret = p;
         return 0;
 }
@@ -161,7 +163,7 @@ void nspool_give(struct nspool *p, struct nsentry *e, bool dirty)
 {
         if (!e)
                 return;
-        if (dirty || !e->view || p->n_idle + p->settling.n >= NSPOOL_KEEP_MAX) {
+        if (dirty || !e->view || p->settling.n >= p->settling_max) {
                 p->st.changed += dirty;
                 let_go(p, e);
                 return;
@@ -187,13 +189,13 @@ static void settle_due(struct nspool *p, int64_t now)
 {
         while (p->settling.head && p->settling.head->due_ms <= now) {
                 struct nsentry *e = pop(&p->settling);
-                if (netview_same(e->view) == 1) {
+                if (p->n_idle < NSPOOL_IDLE_MAX && netview_same(e->view) == 1) {
                         e->next = p->idle;
                         p->idle = e;
                         p->n_idle++;
                         continue;
                 }
-                p->st.changed++;
+                p->st.changed += p->n_idle < NSPOOL_IDLE_MAX;
                 let_go(p, e);
         }
 }

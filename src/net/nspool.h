@@ -13,15 +13,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* How long a namespace settles before its check: IGMPv3's unsolicited
- * report interval (1 s) and a tick of the jailer's loop to spare. */
-#define NSPOOL_SETTLE_MS 1200
+/* How long a namespace settles before its check. What a run can set off
+ * in its namespace without a packet crossing a link (which lets it go at
+ * once) and that a kernel timer finishes later fires within milliseconds
+ * of the run's end (the IGMP report seen leaving ~ms after a run); what
+ * fires seconds later (IGMP and MLD retransmissions, flow labels' expiry)
+ * comes from socket options the runs' policy refuses. A margin, short
+ * enough that at hundreds of runs a second the settling namespaces still
+ * fit NSPOOL_SETTLING_MAX. */
+#define NSPOOL_SETTLE_MS 250
 /* How long a let-go namespace whose sockets could not all be destroyed is
  * kept (its sockets destroyed again each tick), and how many at most. */
 #define NSPOOL_LINGER_MS 3000
 #define NSPOOL_LINGER_MAX 64
-/* Namespaces idle or settling, at most. */
-#define NSPOOL_KEEP_MAX 32
+/* Namespaces idle at most, and settling at most (by default: a pool of
+ * namespaces with addresses may ask for fewer). About 300 KB of kernel
+ * memory each. */
+#define NSPOOL_IDLE_MAX 32
+#define NSPOOL_SETTLING_MAX 128
 
 struct netview;
 
@@ -54,7 +63,9 @@ struct nspool_stats {
 
 struct nspool;
 
-int nspool_new(const struct nspool_ops *ops, void *data, struct nspool **ret);
+/* settling_max: at most this many settle at once (others are let go). */
+int nspool_new(const struct nspool_ops *ops, void *data, unsigned settling_max,
+               struct nspool **ret);
 /* Every namespace let go (the lingering ones too, at once). */
 struct nspool *nspool_free(struct nspool *p);
 

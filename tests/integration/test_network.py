@@ -78,7 +78,7 @@ OWN_ADDRESS = textwrap.dedent("""
 def test_an_untouched_namespace_serves_again_and_a_used_one_never(daemon):
     """A run's namespace keeps its address, so the address tells which
     namespace a run had. One that no packet crossed serves later runs once
-    it has settled (1.2 s after its run, hence the pauses); one whose run
+    it has settled (250 ms after its run, hence the pauses); one whose run
     sent a packet (here on its own loopback) is let go."""
     import time
 

@@ -174,14 +174,14 @@ TEST(nspool_reuses_a_namespace_only_after_it_settled_unchanged)
 {
         REQUIRE_ROOT("a network namespace of its own");
         struct nspool *p = NULL;
-        EXPECT_INT_EQ(nspool_new(&ops, NULL, &p), 0);
+        EXPECT_INT_EQ(nspool_new(&ops, NULL, NSPOOL_SETTLING_MAX, &p), 0);
         EXPECT_INT_EQ(unshare(CLONE_NEWNET), 0);
         struct nsentry *e = entry_here();
         EXPECT_NOT_NULL(e);
         EXPECT_INT_EQ(nspool_wait_ms(p), -1);
         nspool_give(p, e, false);
         EXPECT_NULL(nspool_take(p)); /* settling */
-        EXPECT_INT_OP(nspool_wait_ms(p), >, NSPOOL_SETTLE_MS - 100);
+        EXPECT_INT_OP(nspool_wait_ms(p), >, NSPOOL_SETTLE_MS / 2);
         nspool_tick(p);
         EXPECT_NULL(nspool_take(p));
         usleep((NSPOOL_SETTLE_MS + 50) * 1000);
