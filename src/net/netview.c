@@ -126,7 +126,11 @@ static char *mask_line(bool protocols, char *line, size_t len, char *out)
                         i++;
                 size_t n = i - start;
                 bool hide = host_wide(kind, col, prev);
-                snprintf(prev, sizeof(prev), "%.*s", (int)n, line + start);
+                if (kind == LINE_TCP || kind == LINE_UDP) {
+                        size_t k = n < sizeof(prev) - 1 ? n : sizeof(prev) - 1;
+                        memcpy(prev, line + start, k);
+                        prev[k] = '\0';
+                }
                 if (col++ > 0)
                         *out++ = ' ';
                 if (hide) {
