@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "net/netns.h"
 #include "net/sockcount.h"
 
 /* Larger than any of these files in a namespace a run left untouched: a
@@ -42,9 +43,9 @@ static const char *const view_files[] = {
 #define VIEW_FILES ELEMENTSOF(view_files)
 
 struct netview {
-        int fd[VIEW_FILES]; /* -1: not on this kernel */
+        int protocols; /* its /proc/net/protocols, kept open (sockcount.h) */
+        bool absent[VIEW_FILES];
         char *fresh[VIEW_FILES];
-        int protocols; /* an index of fd */
 };
 
 int netview_open(struct netview **ret)
@@ -52,22 +53,11 @@ int netview_open(struct netview **ret)
         struct netview *v = calloc(1, sizeof(*v));
         if (!v)
                 return -ENOMEM;
-        v->protocols = -1;
-        for (size_t i = 0; i < VIEW_FILES; i++) {
-                char path[64];
-                snprintf(path, sizeof(path), "/proc/self/net/%s", view_files[i]);
-                v->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
-                if (v->fd[i] < 0 && errno != ENOENT) {
-                        int e = errno;
-                        netview_free(v);
-                        return -e;
-                }
-                if (strcmp(view_files[i], "protocols") == 0)
-                        v->protocols = v->fd[i] >= 0 ? (int)i : -1;
-        }
+        v->protocols = sockcount_open();
         if (v->protocols < 0) {
-                netview_free(v);
-                return -ENOENT;
+                int r = v->protocols;
+                free(v);
+                return r;
         }
         *ret = v;
         return 0;
@@ -77,10 +67,9 @@ struct netview *netview_free(struct netview *v)
 {
         if (!v)
                 return NULL;
-        for (size_t i = 0; i < VIEW_FILES; i++) {
-                safe_close(v->fd[i]);
+        safe_close(v->protocols);
+        for (size_t i = 0; i < VIEW_FILES; i++)
                 free(v->fresh[i]);
-        }
         free(v);
         return NULL;
 }
@@ -167,12 +156,18 @@ void netview_mask(const char *name, char *text)
         *out = '\0';
 }
 
-/* File i read whole and masked into buf (VIEW_BUF bytes). */
-static int read_masked(struct netview *v, size_t i, char *buf)
+/* File i of the current namespace read whole and masked into buf
+ * (VIEW_BUF bytes), through dir (its /proc/self/net). */
+static int read_masked(int dir, size_t i, char *buf)
 {
-        ssize_t n = pread(v->fd[i], buf, VIEW_BUF - 1, 0);
-        if (n < 0)
+        int fd = openat(dir, view_files[i], O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
                 return -errno;
+        ssize_t n = pread(fd, buf, VIEW_BUF - 1, 0);
+        int e = errno;
+        close(fd);
+        if (n < 0)
+                return -e;
         if (n == VIEW_BUF - 1)
                 return -EFBIG;
         buf[n] = '\0';
@@ -180,42 +175,67 @@ static int read_masked(struct netview *v, size_t i, char *buf)
         return 0;
 }
 
-int netview_record(struct netview *v)
+struct pass {
+        struct netview *v;
+        bool record;
+        char *buf;
+};
+
+/* Inside the namespace (netns_run): every file recorded, or compared with
+ * its record (1 same, 0 not). Files are opened for each pass rather than
+ * kept: a namespace waiting in a pool then holds a few descriptors, not
+ * thirty. */
+static int pass_inside(void *data)
+{
+        struct pass *ps = data;
+        struct netview *v = ps->v;
+        int dir = open("/proc/self/net", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        int r = 1;
+        for (size_t i = 0; r == 1 && i < VIEW_FILES; i++) {
+                if (!ps->record && v->absent[i])
+                        continue;
+                int k = read_masked(dir, i, ps->buf);
+                if (k == -ENOENT && ps->record) {
+                        v->absent[i] = true; /* not on this kernel */
+                } else if (k < 0) {
+                        r = k;
+                } else if (ps->record) {
+                        free(v->fresh[i]);
+                        if (!(v->fresh[i] = strdup(ps->buf)))
+                                r = -ENOMEM;
+                } else if (!v->fresh[i]) {
+                        r = -ENODATA;
+                } else if (strcmp(ps->buf, v->fresh[i]) != 0) {
+                        r = 0;
+                }
+        }
+        close(dir);
+        return r;
+}
+
+static int pass(struct netview *v, int nsfd, bool record)
 {
         _cleanup_free_ char *buf = malloc(VIEW_BUF);
         if (!buf)
                 return -ENOMEM;
-        for (size_t i = 0; i < VIEW_FILES; i++) {
-                if (v->fd[i] < 0)
-                        continue;
-                int r = read_masked(v, i, buf);
-                if (r < 0)
-                        return r;
-                free(v->fresh[i]);
-                if (!(v->fresh[i] = strdup(buf)))
-                        return -ENOMEM;
-        }
-        return 0;
+        struct pass ps = {v, record, buf};
+        return netns_run(nsfd, pass_inside, &ps);
 }
 
-int netview_same(struct netview *v)
+int netview_record(struct netview *v, int nsfd)
 {
-        char buf[VIEW_BUF];
-        for (size_t i = 0; i < VIEW_FILES; i++) {
-                if (v->fd[i] < 0)
-                        continue;
-                if (!v->fresh[i])
-                        return -ENODATA;
-                int r = read_masked(v, i, buf);
-                if (r < 0)
-                        return r;
-                if (strcmp(buf, v->fresh[i]) != 0)
-                        return 0;
-        }
-        return 1;
+        int r = pass(v, nsfd, true);
+        return r < 0 ? r : 0;
+}
+
+int netview_same(struct netview *v, int nsfd)
+{
+        return pass(v, nsfd, false);
 }
 
 int netview_sockets(struct netview *v, unsigned long *ret)
 {
-        return sockcount_read(v->fd[v->protocols], ret);
+        return sockcount_read(v->protocols, ret);
 }

@@ -11,17 +11,21 @@
 
 struct netview;
 
-/* The files of the caller's current network namespace, opened now: they
- * go on reading that namespace after a setns elsewhere (and hold it while
- * open). Files this kernel lacks are left out. 0 or -errno. */
+/* A view of the caller's current network namespace: its
+ * /proc/net/protocols, opened now (it goes on reading that namespace after
+ * a setns elsewhere, and holds it). The other files are opened at each
+ * record or check, from inside the namespace (setns to nsfd, the caller's
+ * descriptor of it, and back), so that a namespace waiting in a pool holds
+ * one descriptor here, not thirty. 0 or -errno. */
 int netview_open(struct netview **ret);
 struct netview *netview_free(struct netview *v);
 
-/* Record the namespace's present state as its fresh state. 0 or -errno. */
-int netview_record(struct netview *v);
+/* Record the namespace's present state as its fresh state (files this
+ * kernel lacks are left out). 0 or -errno. */
+int netview_record(struct netview *v, int nsfd);
 /* 1 when every file reads as recorded, 0 when one differs, -errno when
  * one cannot be read whole (the caller treats it as differing). */
-int netview_same(struct netview *v);
+int netview_same(struct netview *v, int nsfd);
 /* Sockets of every protocol but netlink in the namespace (sockcount.h). */
 int netview_sockets(struct netview *v, unsigned long *ret);
 

@@ -88,7 +88,7 @@ int nsentry_open_inside(struct nsentry *e)
 
 int nsentry_record(struct nsentry *e)
 {
-        int r = e->view ? netview_record(e->view) : -ENOENT;
+        int r = e->view ? netview_record(e->view, e->nsfd) : -ENOENT;
         if (r < 0)
                 e->view = netview_free(e->view);
         return r;
@@ -189,7 +189,7 @@ static void settle_due(struct nspool *p, int64_t now)
 {
         while (p->settling.head && p->settling.head->due_ms <= now) {
                 struct nsentry *e = pop(&p->settling);
-                if (p->n_idle < NSPOOL_IDLE_MAX && netview_same(e->view) == 1) {
+                if (p->n_idle < NSPOOL_IDLE_MAX && netview_same(e->view, e->nsfd) == 1) {
                         e->next = p->idle;
                         p->idle = e;
                         p->n_idle++;
