@@ -1,8 +1,8 @@
 /* The idle-namespace pool both kinds of run namespaces share (net.h for
  * runs with network, emptyns.h for runs without): a namespace a run leaves
  * serves the next run only if, from inside, it reads as it did when it was
- * made (netview.h) once a settle time has passed, long enough for the
- * kernel's timers (a late report, a retransmission) to show. Others are
+ * made (netview.h) once a settle time has passed, long enough for what a
+ * kernel timer does shortly after the run (a late report) to show. Others are
  * let go at once: their TCP and UDP sockets destroyed (sockdiag.h) so no
  * orphan holds them, then closed; one whose sockets will not go lingers a
  * bounded time with its link cut, and is then let go anyway. The caller's
