@@ -384,9 +384,10 @@ const struct schema_row schema_rows[] = {
              "environment)."),
 
         STR("dependencies.python_requirements", python_requirements,
-            "dependencies/python-requirements.txt", check_nonempty, NULL,
+            "dependencies/python-requirements.txt", NULL, NULL,
             "pip requirements file for the shared dependency layer (relative paths from "
-            "the working directory); empty or absent: no packages, pip never runs."),
+            "the working directory); an empty value or a file that is absent: no packages, "
+            "pip never runs."),
         STR("dependencies.layer_dir", layer_dir, "/var/lib/lockbox/python-deps", check_absolute,
             NULL,
             "Directory (root's) where dependency layers are built; runs see the current one "

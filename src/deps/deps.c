@@ -595,7 +595,9 @@ static void check_and_install(struct deps *d, bool force)
                 return;
         }
         struct strbuf reqs = {0};
-        int r = file_read(d->cfg->python_requirements, 0, REQUIREMENTS_MAX, &reqs);
+        /* an empty path, like an absent file, means no packages */
+        const char *path = d->cfg->python_requirements;
+        int r = *path ? file_read(path, 0, REQUIREMENTS_MAX, &reqs) : -ENOENT;
         if (r == -ENOENT) {
                 strbuf_init(&reqs, 0);
                 r = 0;

@@ -630,6 +630,14 @@ TEST(config_env_overrides_lockbox_names)
         config_free(&c);
 }
 
+TEST(config_empty_requirements_path_is_no_packages)
+{
+        struct config c;
+        EXPECT_INT_EQ(load(&c, "dependencies:\n  python_requirements: \"\"\n", NULL), 0);
+        EXPECT_STR_EQ(c.python_requirements, "");
+        config_free(&c);
+}
+
 TEST(config_env_empty_is_unset_and_errors_name_the_variable)
 {
         struct config c;
