@@ -328,16 +328,70 @@ TEST(docs_deploy_capabilities_are_the_ones_lockboxd_checks)
         for (const char *close = strchr(a, ')'); next_quoted(&a, close, name, sizeof(name));)
                 names_add(&listed, name);
         expect_same(&listed, &code, "docs/ARCHITECTURE.md's capabilities");
-        /* every way of running the image DEPLOY.md and the repository give
-         * adds each of them */
-        _cleanup_free_ char *dockerfile = doc_read("Dockerfile");
-        _cleanup_free_ char *compose = doc_read("deploy/docker-compose.yaml");
-        for (size_t i = 0; i < code.n; i++) {
-                const char *bare = code.v[i] + strlen("CAP_");
-                doc_says(deploy, "docs/DEPLOY.md", "--cap-add %s ", bare);
-                doc_says(dockerfile, "Dockerfile", "--cap-add %s ", bare);
-                doc_says(compose, "deploy/docker-compose.yaml", "- %s ", bare);
+}
+
+/* Each span of text from `from` to the next `to`, in order: fn(span, len)
+ * for every one; how many there were. */
+static size_t each_span(const char *text, const char *from, const char *to,
+                        void (*fn)(const char *what, const char *span, size_t len),
+                        const char *what)
+{
+        size_t n = 0;
+        for (const char *a = text; a && (a = strstr(a, from)); a += strlen(from), n++) {
+                const char *b = strstr(a + strlen(from), to);
+                fn(what, a, b ? (size_t)(b - a) : strlen(a));
         }
+        return n;
+}
+
+/* The full set every way of starting the service must grant: what
+ * lockboxd checks at start, and CAP_NET_ADMIN, which runs with network
+ * need (Dify asks for network on every run). */
+static struct names needed_caps;
+static const char *cap_prefix; /* "--cap-add " and the like, before the bare name and a space */
+
+static void span_grants_all(const char *what, const char *span, size_t len)
+{
+        for (size_t i = 0; i < needed_caps.n; i++) {
+                char want[96];
+                const char *bare = needed_caps.v[i] + strlen("CAP_");
+                snprintf(want, sizeof(want), "%s%s ", cap_prefix, bare);
+                if (!memmem(span, len, want, strlen(want)))
+                        test_fail(__FILE__, __LINE__, "%s: a recipe lacks \"%s\": %.*s", what, want,
+                                  (int)(len < 160 ? len : 160), span);
+        }
+}
+
+static void recipes_grant_all(const char *path, const char *from, const char *to,
+                              const char *prefix, size_t at_least)
+{
+        _cleanup_free_ char *text = doc_read(path);
+        cap_prefix = prefix;
+        size_t n = text ? each_span(text, from, to, span_grants_all, path) : 0;
+        if (n < at_least)
+                test_fail(__FILE__, __LINE__, "%s: %zu recipes (\"%s\"), expected at least %zu",
+                          path, n, from, at_least);
+}
+
+/* Every recipe that starts the service (the README, DEPLOY.md, the
+ * Dockerfile, the compose file, the Kubernetes manifest, the systemd
+ * unit) grants every capability the image needs, CAP_NET_ADMIN included:
+ * DEPLOY.md's docker run line once lacked it, and its daemon refused
+ * every run with network. */
+TEST(docs_every_recipe_grants_every_capability)
+{
+        needed_caps = (struct names){0};
+        for (size_t i = 0; daemon_needed_cap(i); i++)
+                names_add(&needed_caps, daemon_needed_cap(i));
+        names_add(&needed_caps, "CAP_NET_ADMIN");
+        recipes_grant_all("docs/DEPLOY.md", "docker run -d", "lockbox:", "--cap-add ", 1);
+        recipes_grant_all("README.md", "docker run -d", "lockbox:", "--cap-add ", 0);
+        recipes_grant_all("Dockerfile", "docker run -d", "lockbox:", "--cap-add ", 1);
+        recipes_grant_all("deploy/docker-compose.yaml", "cap_add:", "security_opt:", "- ", 1);
+        recipes_grant_all("deploy/kubernetes/20-deployment.yaml", "add:", "seccompProfile", "- ",
+                          1);
+        recipes_grant_all("deploy/lockboxd.service", "CapabilityBoundingSet=", "NoNewPrivileges",
+                          "CAP_", 1);
 }
 
 /* ---- HTTP limits (http/server.h) -------------------------------------- */
