@@ -311,7 +311,9 @@ const struct schema_row schema_rows[] = {
             "port; the API port then answers /metrics with 404."),
 
         SIZE("limits.memory", memory_bytes, "512M", 16 * M, 64 * G,
-             "Memory of one run."),
+             "Memory of one run, socket buffers included: on cgroup v1, which counts them "
+             "apart, min(limit / 8, 64 MiB) of it is for socket buffers and the rest for the "
+             "run's memory."),
         INT("limits.processes", processes, "64", 4, 4096, NULL,
             "Tasks (processes and threads) of one run."),
         SIZE("limits.output", output_bytes, "8M", 1 * K, 1 * G,
