@@ -302,7 +302,7 @@ const struct schema_row schema_rows[] = {
         INT("server.max_connections_per_ip", max_connections_per_ip, "128", 1, 10000, NULL,
             "Client connections one IP address may hold at once (more are closed at accept), "
             "so one client cannot take every connection; at most server.max_connections."),
-        STR("server.log_format", log_format, "logfmt", check_log_format, "LOG_FORMAT",
+        STR("server.log_format", log_format, "logfmt", check_log_format, NULL,
             "Log line format: logfmt (key=value) or json (one object per line)."),
         BOOL("server.metrics", metrics, "true", NULL,
              "Serve Prometheus metrics at GET /metrics (no API key)."),

@@ -18,6 +18,7 @@
 #include "base/strbuf.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "config/schema.h"
 #include "daemon/daemon.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -494,4 +495,89 @@ TEST(docs_architecture_states_the_jailers_deadlines_and_backoff)
         EXPECT_UINT_EQ(backoff_ms(2), 2 * BACKOFF_FIRST_MS);
         EXPECT_UINT_EQ(backoff_ms(3), 4 * BACKOFF_FIRST_MS);
         EXPECT_UINT_EQ(backoff_ms(1000), BACKOFF_MAX_MS);
+}
+
+/* ---- configuration sections and variables (config/schema.c) ---------- */
+
+/* The reference's own sections: every other one is lockbox's. */
+static bool reference_section(const char *name, size_t len)
+{
+        return (len == 3 && strncmp(name, "app", 3) == 0) ||
+               (len == 5 && strncmp(name, "proxy", 5) == 0);
+}
+
+static void quoted_between(const char *text, const char *from, const char *to, struct names *ret)
+{
+        const char *a = text ? strstr(text, from) : NULL;
+        const char *end = a ? strstr(a, to) : NULL;
+        char name[64];
+        if (!a || !end) {
+                test_fail(__FILE__, __LINE__, "no \"%s\" ... \"%s\"", from, to);
+                return;
+        }
+        while (next_quoted(&a, end, name, sizeof(name)))
+                names_add(ret, name);
+}
+
+/* The README's and CONFIG.md's lists of lockbox's sections are the
+ * schema's, and every key of those sections has the derived LOCKBOX_
+ * variable CONFIG.md promises (server.log_format once had LOG_FORMAT). */
+TEST(docs_config_sections_and_variables_are_the_schemas)
+{
+        struct names code = {0}, readme = {0}, config = {0};
+        for (size_t i = 0; i < schema_n_rows; i++) {
+                const struct schema_row *row = &schema_rows[i];
+                size_t len = schema_section_len(row->name);
+                if (len == 0 || reference_section(row->name, len))
+                        continue;
+                char section[64];
+                snprintf(section, sizeof(section), "%.*s", (int)len, row->name);
+                names_add(&code, section);
+                char env[128], want[128];
+                size_t k = (size_t)snprintf(want, sizeof(want), "LOCKBOX_");
+                for (const char *p = row->name; *p && k + 1 < sizeof(want); p++)
+                        want[k++] = *p == '.' ? '_' : (char)toupper((unsigned char)*p);
+                want[k] = '\0';
+                EXPECT_INT_EQ(schema_env_name(row, env, sizeof(env)), 0);
+                if (strcmp(env, want) != 0)
+                        test_fail(__FILE__, __LINE__, "%s: variable %s, CONFIG.md promises %s",
+                                  row->name, env, want);
+        }
+        _cleanup_free_ char *rd = doc_read("README.md");
+        _cleanup_free_ char *cf = doc_read("docs/CONFIG.md");
+        quoted_between(rd, "New sections", "hold lockbox's own settings", &readme);
+        quoted_between(cf, "lockbox's own settings live in the", "sections.", &config);
+        expect_same(&readme, &code, "README.md's configuration sections");
+        expect_same(&config, &code, "docs/CONFIG.md's configuration sections");
+}
+
+/* TESTING.md says what make test runs, in the Makefile's order. */
+TEST(docs_testing_states_make_tests_order)
+{
+        _cleanup_free_ char *mk = doc_read("Makefile");
+        _cleanup_free_ char *doc = doc_read("docs/TESTING.md");
+        const char *t = mk ? strstr(mk, " test: ") : NULL;
+        EXPECT_NOT_NULL(t);
+        if (!t)
+                return;
+        t += strlen(" test: ");
+        const char *end = strchr(t, '#');
+        struct strbuf want;
+        strbuf_init(&want, 0);
+        strbuf_appends(&want, "`make test` | ");
+        /* the prerequisites, as `a`, `b`, ... */
+        for (const char *p = t; p < end;) {
+                size_t n = strcspn(p, " ");
+                if (n == 0) {
+                        p++;
+                        continue;
+                }
+                if (p + n > end)
+                        n = (size_t)(end - p);
+                strbuf_appendf(&want, "%s`%.*s`", want.len > strlen("`make test` | ") ? ", " : "",
+                               (int)n, p);
+                p += n;
+        }
+        doc_says(doc, "docs/TESTING.md", "%s", want.data);
+        strbuf_free(&want);
 }
