@@ -1,4 +1,4 @@
-/* The Python dependency layer (SPEC section 6): packages named in the
+/* The Python dependency layer (docs/API.md, docs/ARCHITECTURE.md): packages named in the
  * requirements file, installed by pip into a directory of their own under
  * dependencies.layer_dir, never into the system Python. Installs run in the
  * background as an unprivileged UID of their own (the last of the jail's

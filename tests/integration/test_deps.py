@@ -1,4 +1,4 @@
-"""The Python dependency layer (issue 5, SPEC section 6, docs/API.md).
+"""The Python dependency layer (docs/API.md, docs/ARCHITECTURE.md).
 
 Wheels are built offline during the test from throwaway packages; daemons
 install them from a wheel directory (`dependencies.wheel_dir`) or from a

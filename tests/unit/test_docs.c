@@ -9,9 +9,11 @@
  * configuration's never list. Each fails naming the
  * file and what differs; run from the repository root (make unit). */
 #include <ctype.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/file.h"
@@ -580,4 +582,44 @@ TEST(docs_testing_states_make_tests_order)
         }
         doc_says(doc, "docs/TESTING.md", "%s", want.data);
         strbuf_free(&want);
+}
+
+/* ---- the repository stands on its own -------------------------------- */
+
+/* Phrases that point outside the repository (the design documents it
+ * was built from are not part of a clone), split so this file does not
+ * hold them whole. */
+static const char *const outside[][2] = {{"../", "shared"}, {"SPEC ", "section"}};
+static size_t n_outside_hits;
+
+static int scan_for_outside(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+        if (type == FTW_D &&
+            (strcmp(path + ftw->base, "build") == 0 || strcmp(path + ftw->base, ".git") == 0 ||
+             strcmp(path + ftw->base, "corpus") == 0))
+                return FTW_SKIP_SUBTREE;
+        if (type != FTW_F || st->st_size > (1 << 20))
+                return FTW_CONTINUE;
+        _cleanup_free_ char *text = doc_read(path);
+        for (size_t i = 0; text && i < ELEMENTSOF(outside); i++) {
+                char phrase[64];
+                snprintf(phrase, sizeof(phrase), "%s%s", outside[i][0], outside[i][1]);
+                if (strstr(text, phrase)) {
+                        test_fail(__FILE__, __LINE__, "%s cites \"%s\", which a clone lacks", path,
+                                  phrase);
+                        n_outside_hits++;
+                }
+        }
+        return FTW_CONTINUE;
+}
+
+TEST(docs_repository_cites_nothing_outside_it)
+{
+        static const char *const roots[] = {"src",      "tests",     "docs", "bench",
+                                            "scripts",  "deploy",    "conf", "README.md",
+                                            "Makefile", "Dockerfile"};
+        n_outside_hits = 0;
+        for (size_t i = 0; i < ELEMENTSOF(roots); i++)
+                EXPECT_INT_EQ(nftw(roots[i], scan_for_outside, 16, FTW_PHYS | FTW_ACTIONRETVAL), 0);
+        EXPECT_SIZE_EQ(n_outside_hits, 0);
 }
