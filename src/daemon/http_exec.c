@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "http/server.h"
 #include "ipc/stats.h"
+#include "jail/jail.h"
 #include "jail/landlock.h"
 #include "jail/policy.h"
 
@@ -143,11 +144,12 @@ static int confine(uid_t uid, gid_t gid, const char *layer_dir, bool dns_relay)
         /* opened while root: a layer directory server.user cannot reach
          * stays unreadable, but the rule is made all the same */
         _cleanup_close_ int layer = open(layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
-            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
-                r = -errno;
-                log_error(NULL, "http.drop_privileges", "error=%s", log_q(strerror(errno)));
+        /* the runs' identity step: an empty bounding set, locked
+         * securebits, no groups, server.user for every id, no capability
+         * left (checked), no_new_privs, the parent-death signal */
+        if ((r = jail_identity_drop(uid, gid)) < 0 ||
+            (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 && (r = -errno) < 0)) {
+                log_error(NULL, "http.drop_privileges", "error=%s", log_q(strerror(-r)));
                 policy_prog_free(&filter);
                 return r;
         }
