@@ -41,7 +41,7 @@
 #include "ipc/proto.h"
 #include "deps/deps.h"
 #include "deps/deps_tree.h"
-#include "jailer/loop.h"
+#include "base/loop.h"
 
 #define REQUIREMENTS_MAX (1 << 20)
 #define PIP_LOG_MAX (64 * 1024)
