@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "ipc/channel.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/trace.h"
@@ -397,22 +398,9 @@ static unsigned listen_port(int fd)
 static void take_log_fd(int sock)
 {
         char byte;
-        struct iovec iov = {&byte, 1};
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u;
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf)};
-        if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) <= 0)
-                return;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int))) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+        int fd = -1;
+        size_t n = 0;
+        if (channel_recv(sock, &byte, 1, &fd, 1, &n) == 1 && n == 1) {
                 log_replace_file(fd);
                 log_info(NULL, "log.reopened", "%s", "");
         }

@@ -1,7 +1,8 @@
 /* Unit tests for ipc/channel.c over socketpairs: a message and its fds
  * arrive whole and close-on-exec; a message of the wrong size, one cut by
  * the buffer, or more fds than asked for is a protocol error that leaves
- * no received fd open; EOF, an empty queue and a gone peer. */
+ * no received fd open; EOF, an empty queue and a gone peer; the jail's
+ * sync channel on top of it. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "ipc/channel.h"
+#include "jail/jail.h"
 #include "test.h"
 
 struct msg {
@@ -175,4 +177,35 @@ TEST(channel_send_limits_and_gone_peer)
         seqpacket_pair(sv);
         close(sv[1]);
         EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), NULL, 0), -EPIPE);
+}
+
+/* The jail's sync channel goes through the same code: a message with the
+ * one descriptor it may carry arrives, one with two is refused and leaves
+ * neither open (jail/spawn.c once kept the descriptors of a control
+ * message of an unexpected size, unreported). */
+TEST(channel_jail_sync_takes_one_fd_at_most)
+{
+        int sv[2], p[2];
+        seqpacket_pair(sv);
+        EXPECT_INT_EQ(pipe2(p, O_CLOEXEC), 0);
+        struct jail_sync_msg m = {.type = 3, .error = 0, .step = "listener"}, got;
+        int fd = -2;
+        EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), &p[0], 1), 0);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), 1);
+        EXPECT_INT_OP(fd, >=, 0);
+        EXPECT_STR_EQ(got.step, "listener");
+        close(fd);
+        int before = count_open_fds();
+        EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), p, 2), 0);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), -EPROTO);
+        EXPECT_INT_EQ(fd, -1);
+        EXPECT_INT_EQ(count_open_fds(), before);
+        EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), NULL, 0), 0);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), 1);
+        EXPECT_INT_EQ(fd, -1);
+        close(sv[0]);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), 0); /* EOF */
+        close(sv[1]);
+        close(p[0]);
+        close(p[1]);
 }
