@@ -117,8 +117,9 @@ struct dns_relay {
         struct netaddr_prefix runs;
         unsigned source_inflight, source_tcp, source_burst;
         int64_t source_interval_us;
-        struct source *sources; /* SOURCE_TABLE entries */
-        int64_t foreign_logged_ms;
+        struct source *sources;    /* SOURCE_TABLE entries */
+        int64_t foreign_logged_ms; /* the same for every peer that is not a run */
+        uint64_t foreign_unlogged;
         struct udp_query *udp;
         unsigned n_udp;
         struct tcp_conn *tcp;
@@ -216,7 +217,8 @@ static void refuse(struct dns_relay *r, struct source *s, uint32_t addr, enum dn
         count(&r->refused[why]);
         int64_t now = monotonic_ms();
         int64_t *logged = s ? &s->logged_ms : &r->foreign_logged_ms;
-        uint64_t n = s ? ++s->unlogged : 1;
+        uint64_t *unlogged = s ? &s->unlogged : &r->foreign_unlogged;
+        uint64_t n = ++*unlogged;
         if (now - *logged < DNS_RELAY_LOG_INTERVAL_MS)
                 return;
         char a[32];
@@ -224,8 +226,7 @@ static void refuse(struct dns_relay *r, struct source *s, uint32_t addr, enum dn
         log_warn(NULL, "dns.refused", "source=%s reason=%s refused=%llu run=%s", a,
                  dns_relay_refusal_names[why], (unsigned long long)n, s ? "true" : "false");
         *logged = now;
-        if (s)
-                s->unlogged = 0;
+        *unlogged = 0;
 }
 
 static enum dns_relay_refusal refusal_of(enum dns_msg_verdict v)
