@@ -20,6 +20,7 @@ const char *const egress_reason_names[EGRESS_REASONS] = {
     [EGRESS_MULTICAST] = "multicast",
     [EGRESS_RUNS] = "runs",
     [EGRESS_EGRESS_ONLY] = "egress_only",
+    [EGRESS_DNS_RATE] = "dns_rate",
 };
 
 /* The default denials, by reason, in the order they are checked. */
@@ -86,7 +87,9 @@ static void append_sets(struct strbuf *sets, struct strbuf *rules, const char *n
 
 /* One chain per reason: count, log (at most 50 a second, so a flood costs
  * nothing but the counter), refuse. The limit is a match of its own rule:
- * over it, that rule ends and the next one still refuses. */
+ * over it, that rule ends and the next one still refuses. A run over its
+ * DNS rate is dropped instead: an ICMP error per datagram of a flood
+ * would only add to it. */
 static void append_deny_chains(struct strbuf *out, unsigned log_group)
 {
         for (size_t i = 0; i < EGRESS_REASONS; i++) {
@@ -97,7 +100,8 @@ static void append_deny_chains(struct strbuf *out, unsigned log_group)
                                        "    limit rate 50/second burst 50 packets log prefix "
                                        "\"%s\" group %u snaplen 64\n",
                                        r, log_group);
-                strbuf_appends(out, "    goto refuse\n  }\n");
+                strbuf_appends(out,
+                               i == EGRESS_DNS_RATE ? "    drop\n  }\n" : "    goto refuse\n  }\n");
         }
 }
 
@@ -126,6 +130,12 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
         for (size_t i = 0; i < EGRESS_REASONS; i++)
                 strbuf_appendf(out, "  counter %s { }\n", egress_reason_names[i]);
         strbuf_append(out, sets.data ? sets.data : "", sets.len);
+        /* each run address's DNS rate (dns_to_gateway), forgotten 10 s
+         * after its last packet */
+        strbuf_appends(out, "  set dns_udp { type ipv4_addr; size 65536; flags dynamic,timeout; "
+                            "timeout 10s; }\n"
+                            "  set dns_syn { type ipv4_addr; size 65536; flags dynamic,timeout; "
+                            "timeout 10s; }\n");
         append_deny_chains(out, p->log_group);
         strbuf_appendf(out,
                        "  chain refuse {\n"
@@ -135,10 +145,24 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "  chain input {\n"
                        "    type filter hook input priority -5; policy accept;\n"
                        "    meta nfproto ipv6 iifname \"lbx*\" drop\n"
+                       "    ip daddr %s meta l4proto { tcp, udp } th dport 53 goto dns_to_gateway\n"
                        "    ip saddr %s jump run_to_host\n"
                        "  }\n"
+                       /* the relay serves runs only: a run's address, on a
+                        * run's link, the one its route goes through (no
+                        * run speaks as another); from the host itself (lo),
+                        * a neighbour or a container: dropped */
+                       "  chain dns_to_gateway {\n"
+                       "    iifname != \"lbx*\" drop\n"
+                       "    ip saddr != %s drop\n"
+                       "    fib saddr . iif oif missing drop\n"
+                       "    meta l4proto udp update @dns_udp { ip saddr limit rate over "
+                       "%u/second burst %u packets } goto deny_dns_rate\n"
+                       "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr limit rate "
+                       "over %u/second burst %u packets } goto deny_dns_rate\n"
+                       "    accept\n"
+                       "  }\n"
                        "  chain run_to_host {\n"
-                       "    ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n"
                        "%s"
                        "    goto deny_host\n"
                        "  }\n"
@@ -149,8 +173,9 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "    ip daddr %s ip saddr %s goto deny_runs\n"
                        "    ip daddr %s drop\n"
                        "    ip saddr %s jump egress\n",
-                       subnet, gw, always.data ? always.data : "", subnet, subnet, subnet, subnet,
-                       subnet);
+                       gw, subnet, subnet, EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
+                       EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
+                       always.data ? always.data : "", subnet, subnet, subnet, subnet, subnet);
         if (p->drop_foreign_forwarding)
                 strbuf_appends(out, "    iifname != \"lbx*\" oifname != \"lbx*\" drop\n");
         strbuf_appends(out, "  }\n"

@@ -21,8 +21,18 @@ enum egress_reason {
         EGRESS_MULTICAST,   /* 224.0.0.0/4, 240.0.0.0/4 (broadcast among them) */
         EGRESS_RUNS,        /* another run */
         EGRESS_EGRESS_ONLY, /* not in network.egress_only */
+        EGRESS_DNS_RATE,    /* DNS to the gateway over a run's rate (dropped, not refused) */
         EGRESS_REASONS
 };
+
+/* The kernel's share of the DNS relay for each run address, on top of
+ * the relay's own (net/dnsrelay.h): UDP queries and new TCP connections
+ * to the gateway's port 53 a second, and the burst. Looser than the
+ * relay's rate, so the relay counts and answers a run over its share;
+ * this bound keeps a flood from filling the relay socket's queue, where
+ * it would crowd out other runs' queries before the relay sees them. */
+#define EGRESS_DNS_RATE_PER_SECOND 400
+#define EGRESS_DNS_RATE_BURST 800
 
 /* Metric label of each reason: "host", "private", "link_local"... */
 extern const char *const egress_reason_names[EGRESS_REASONS];

@@ -10,6 +10,7 @@
  * file and what differs; run from the repository root (make unit). */
 #include <ctype.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "ipc/stats.h"
 #include "jail/policy.h"
 #include "jailer/internal.h"
+#include "net/dnsrelay.h"
 #include "test.h"
 
 /* ---- reading the docs ------------------------------------------------- */
@@ -120,8 +122,38 @@ static void expect_same(const struct names *doc, const struct names *code, const
 
 /* ---- /metrics (docs/API.md) ------------------------------------------- */
 
+/* A DNS relay on a loopback socket of the kernel's choosing, asked
+ * nothing: its counters are what /metrics shows of it. */
+static struct dns_relay *idle_relay(void)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_storage up = {0};
+        memcpy(&up, &a, sizeof(a));
+        ((struct sockaddr_in *)&up)->sin_port = htons(53);
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct dns_relay_config c = {.udp_fd = fd,
+                                     .tcp_fd = -1,
+                                     .upstreams = &up,
+                                     .n_upstreams = 1,
+                                     .timeout_ms = 100,
+                                     .max_inflight = 1,
+                                     .max_tcp = 1,
+                                     .runs = {0x7f000000, 8},
+                                     .source_rate = 1,
+                                     .source_burst = 1,
+                                     .source_inflight = 1,
+                                     .source_tcp = 1};
+        struct dns_relay *r = NULL;
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+            dns_relay_start(&c, &r) < 0) {
+                safe_close(fd);
+                return NULL;
+        }
+        return r;
+}
+
 /* Every family /metrics can show: a shared page with figures in it, a
- * dependency layer, every process's memory. malloc'd. */
+ * dependency layer, every process's memory, the DNS relay. malloc'd. */
 static char *render_everything(char *dir)
 {
         int fd = -1;
@@ -140,7 +172,13 @@ static char *render_everything(char *dir)
         fclose(f);
         metrics_init(s, dir);
         metrics_run(LANG_PYTHON3, "syscall_denied", "ptrace", false, 1000, 1000);
+        struct dns_relay *relay = idle_relay();
+        if (!relay)
+                return NULL;
+        metrics_set_dns_relay(relay);
         char *t = metrics_render(0);
+        metrics_set_dns_relay(NULL);
+        dns_relay_stop(relay);
         unlink(path);
         rmdir(dir);
         return t;

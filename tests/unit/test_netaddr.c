@@ -88,8 +88,26 @@ TEST(egress_default_policy_denies_by_reason_and_lets_dns_to_the_gateway)
                                "    meta nfproto ipv6 iifname \"lbx*\" drop\n");
         EXPECT_STR_CONTAINS(t, "hook forward priority -5; policy accept;\n"
                                "    meta nfproto ipv6 iifname \"lbx*\" drop\n");
-        EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.1 meta l4proto { tcp, udp } th dport 53 accept\n"
-                               "    goto deny_host");
+        /* DNS to the gateway: before anything else, from runs only (their
+         * links, their addresses, each its own), within a rate per run */
+        EXPECT_STR_CONTAINS(t, "    meta nfproto ipv6 iifname \"lbx*\" drop\n"
+                               "    ip daddr 10.191.0.1 meta l4proto { tcp, udp } th dport 53 goto "
+                               "dns_to_gateway\n"
+                               "    ip saddr 10.191.0.0/16 jump run_to_host\n");
+        EXPECT_STR_CONTAINS(t, "  chain dns_to_gateway {\n"
+                               "    iifname != \"lbx*\" drop\n"
+                               "    ip saddr != 10.191.0.0/16 drop\n"
+                               "    fib saddr . iif oif missing drop\n"
+                               "    meta l4proto udp update @dns_udp { ip saddr limit rate over "
+                               "400/second burst 800 packets } goto deny_dns_rate\n"
+                               "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr "
+                               "limit rate over 400/second burst 800 packets } goto "
+                               "deny_dns_rate\n"
+                               "    accept\n  }\n");
+        EXPECT_STR_CONTAINS(t, "  chain run_to_host {\n    goto deny_host\n  }\n");
+        /* over the rate: counted and dropped, never answered */
+        EXPECT_STR_CONTAINS(t, "  chain deny_dns_rate {\n    counter name dns_rate\n"
+                               "    drop\n  }\n");
         EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.0/16 ip saddr 10.191.0.0/16 goto deny_runs");
         EXPECT_STR_CONTAINS(t, "{ 127.0.0.0/8, 0.0.0.0/8 } goto deny_loopback");
         EXPECT_STR_CONTAINS(t, "{ 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 } "
@@ -103,7 +121,7 @@ TEST(egress_default_policy_denies_by_reason_and_lets_dns_to_the_gateway)
         EXPECT_STR_CONTAINS(t, "ip saddr 10.191.0.0/16 ip daddr != 10.191.0.0/16 masquerade");
         EXPECT_STR_CONTAINS(t, "meta l4proto tcp reject with tcp reset");
         /* forwarding of others is left alone unless we turned it on */
-        EXPECT_TRUE(strstr(t, "iifname != \"lbx*\"") == NULL);
+        EXPECT_TRUE(strstr(t, "iifname != \"lbx*\" oifname") == NULL);
         free(t);
 }
 
@@ -127,7 +145,7 @@ TEST(egress_allow_entries_come_before_the_denials)
                                "192.168.0.0/16 } }");
         EXPECT_STR_CONTAINS(t, "elements = { 10.0.0.9 . tcp . 3128, 10.0.0.9 . udp . 3128 }");
         /* a proxy on an address of the host is open too, and only its port */
-        EXPECT_STR_CONTAINS(t, "th dport 53 accept\n"
+        EXPECT_STR_CONTAINS(t, "  chain run_to_host {\n"
                                "    ip daddr . meta l4proto . th dport @always_port accept\n"
                                "    goto deny_host");
         EXPECT_TRUE(strstr(t, "@always_port accept") < strstr(t, "@allow_net accept"));
