@@ -66,19 +66,6 @@ static int recv_wait(int sock, void *msg, size_t len, int *fds, size_t max_fds, 
         return channel_recv(sock, msg, len, fds, max_fds, nf);
 }
 
-static int write_all(int fd, const char *p, size_t len, size_t piece)
-{
-        while (len) {
-                size_t n = len < piece ? len : piece;
-                ssize_t w = write(fd, p, n);
-                if (w <= 0)
-                        return -1;
-                p += w;
-                len -= (size_t)w;
-        }
-        return 0;
-}
-
 /* Take RUN, check it, make the run's pipes and send STARTED. */
 static int fake_start(int ctrl, const struct ipc_run_params *want, struct fake_run *r,
                       bool send_started)
@@ -189,10 +176,10 @@ static int fake_output_past_cap(struct fake_run *r, const struct ipc_run_params 
                 return s;
         char block[600];
         memset(block, 'o', sizeof(block));
-        if (write_all(r->out_w, block, sizeof(block), sizeof(block)) < 0)
+        if (test_write_all(r->out_w, block, sizeof(block), sizeof(block)) < 0)
                 return FAKE_IO;
         memset(block, 'e', sizeof(block));
-        if (write_all(r->err_w, block, sizeof(block), sizeof(block)) < 0)
+        if (test_write_all(r->err_w, block, sizeof(block), sizeof(block)) < 0)
                 return FAKE_IO;
         if (!wait) {
                 fake_close_streams(r);
@@ -223,8 +210,8 @@ static int fake_normal(struct fake_run *r, const struct ipc_run_params *want, si
         static char out[20000];
         for (size_t i = 0; i < sizeof(out); i++)
                 out[i] = (char)('a' + i % 26);
-        if (write_all(r->out_w, out, sizeof(out), piece) < 0 ||
-            write_all(r->err_w, "warn\n", 5, 5) < 0)
+        if (test_write_all(r->out_w, out, sizeof(out), piece) < 0 ||
+            test_write_all(r->err_w, "warn\n", 5, 5) < 0)
                 return FAKE_IO;
         fake_close_streams(r);
         struct proto_result res = result_of(3, REASON_NONE);

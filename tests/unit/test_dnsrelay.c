@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/util.h"
 #include "net/dnsrelay.h"
 #include "test.h"
@@ -42,13 +43,6 @@ struct fake {
         socklen_t pending_from_len;
         pthread_t thread;
 };
-
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms)
 {
@@ -170,11 +164,6 @@ static int read_full(int fd, void *buf, size_t n)
         return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-        return send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
-}
-
 /* Serves one TCP connection to its end (the fake's thread is the test's,
  * so blocking here is fine; the receive timeout bounds it). */
 static void fake_serve_tcp(struct fake *f, int fd)
@@ -192,7 +181,7 @@ static void fake_serve_tcp(struct fake *f, int fd)
                 size_t an = fake_answer(f, q, n, a + 2);
                 a[0] = (unsigned char)(an >> 8);
                 a[1] = (unsigned char)an;
-                if (write_all(fd, a, an + 2) < 0)
+                if (test_write_all(fd, a, an + 2, 0) < 0)
                         break;
         }
         close(fd);
@@ -399,9 +388,9 @@ static ssize_t recv_within(int fd, void *buf, size_t size, int ms)
 static bool closed_within(int fd, int ms)
 {
         unsigned char junk[256];
-        int64_t end = now_ms() + ms;
+        int64_t end = monotonic_ms() + ms;
         for (;;) {
-                int left = (int)(end - now_ms());
+                int left = (int)(end - monotonic_ms());
                 struct pollfd p = {.fd = fd, .events = POLLIN};
                 if (left <= 0 || poll(&p, 1, left) <= 0)
                         return false;
@@ -419,10 +408,10 @@ static ssize_t tcp_ask(int fd, const unsigned char *q, size_t n, unsigned char *
         msg[0] = (unsigned char)(n >> 8);
         msg[1] = (unsigned char)n;
         memcpy(msg + 2, q, n);
-        if (write_all(fd, msg, 1) < 0)
+        if (test_write_all(fd, msg, 1, 0) < 0)
                 return -1;
         sleep_ms(20);
-        if (write_all(fd, msg + 1, n + 1) < 0 || read_full(fd, pre, 2) < 0)
+        if (test_write_all(fd, msg + 1, n + 1, 0) < 0 || read_full(fd, pre, 2) < 0)
                 return -1;
         size_t len = (size_t)pre[0] << 8 | pre[1];
         if (len > size || read_full(fd, ans, len) < 0)
@@ -434,27 +423,15 @@ static ssize_t tcp_ask(int fd, const unsigned char *q, size_t n, unsigned char *
 #define WAIT_COUNT(r, field, want, ms)                                                             \
         ({                                                                                         \
                 struct dns_relay_counts _c;                                                        \
-                int64_t _end = now_ms() + (ms);                                                    \
+                int64_t _end = monotonic_ms() + (ms);                                              \
                 for (;;) {                                                                         \
                         dns_relay_counts((r), &_c);                                                \
-                        if (_c.field >= (want) || now_ms() > _end)                                 \
+                        if (_c.field >= (want) || monotonic_ms() > _end)                           \
                                 break;                                                             \
                         sleep_ms(5);                                                               \
                 }                                                                                  \
                 _c.field;                                                                          \
         })
-
-static unsigned fd_count(void)
-{
-        unsigned n = 0;
-        DIR *d = opendir("/proc/self/fd");
-        if (!d)
-                return 0;
-        while (readdir(d))
-                n++;
-        closedir(d);
-        return n; /* includes ".", ".." and the DIR's own fd: the same each time */
-}
 
 /* The answer got (got bytes) is what fake f answers to query q. */
 #define EXPECT_ANSWER_FROM(f, a, got, q, n)                                                        \
@@ -558,11 +535,11 @@ TEST(dnsrelay_udp_refusing_first_upstream_falls_back_at_once)
         int c = udp_client(&e, 2);
         unsigned char q[64], a[600];
         size_t n = make_query(q, 0x0102, "example");
-        int64_t t0 = now_ms();
+        int64_t t0 = monotonic_ms();
         EXPECT_INT_EQ(udp_ask(c, &e, q, n), 0);
         ssize_t got = recv_within(c, a, sizeof(a), 4000);
         EXPECT_ANSWER_FROM(&e.up[0], a, got, q, n);
-        EXPECT_TRUE(now_ms() - t0 < 2000);
+        EXPECT_TRUE(monotonic_ms() - t0 < 2000);
         env_stop(&e);
 }
 
@@ -665,7 +642,7 @@ TEST(dnsrelay_tcp_all_upstreams_silent_closes_the_client)
         msg[0] = 0;
         msg[1] = (unsigned char)n;
         memcpy(msg + 2, q, n);
-        EXPECT_INT_EQ(write_all(c, msg, n + 2), 0);
+        EXPECT_INT_EQ(test_write_all(c, msg, n + 2, 0), 0);
         EXPECT_TRUE(closed_within(c, 2000));
         struct dns_relay_counts k;
         dns_relay_counts(e.r, &k);
@@ -684,9 +661,9 @@ TEST(dnsrelay_tcp_truncated_clients_do_not_break_the_relay)
         int c1 = tcp_client(&e, 2), c2 = tcp_client(&e, 3), c3 = tcp_client(&e, 4);
         EXPECT_TRUE(c1 >= 0 && c2 >= 0 && c3 >= 0);
         unsigned char junk[22] = {0, 100};
-        EXPECT_INT_EQ(write_all(c1, junk, 1), 0);
-        EXPECT_INT_EQ(write_all(c2, junk, sizeof(junk)), 0);
-        EXPECT_INT_EQ(write_all(c3, "\0\5hello", 7), 0);
+        EXPECT_INT_EQ(test_write_all(c1, junk, 1, 0), 0);
+        EXPECT_INT_EQ(test_write_all(c2, junk, sizeof(junk), 0), 0);
+        EXPECT_INT_EQ(test_write_all(c3, "\0\5hello", 7, 0), 0);
         EXPECT_TRUE(closed_within(c3, 2000));
         shutdown(c1, SHUT_RDWR);
         shutdown(c2, SHUT_RDWR);
@@ -710,7 +687,7 @@ TEST(dnsrelay_tcp_idle_and_extra_clients_are_closed)
         unsigned char q[64], a[600];
         size_t n = make_query(q, 0x1111, "one");
         ssize_t got = tcp_ask(c1, q, n, a, sizeof(a));
-        int64_t t0 = now_ms();
+        int64_t t0 = monotonic_ms();
         EXPECT_ANSWER_FROM(&e.up[0], a, got, q, n);
         /* max_tcp is 1: a second client (holding no more than the first
          * one's source) is closed at once */
@@ -720,7 +697,7 @@ TEST(dnsrelay_tcp_idle_and_extra_clients_are_closed)
         EXPECT_INT_EQ(WAIT_COUNT(e.r, refused[DNS_REFUSED_SHARE], 1, 1000), 1);
         /* the first, idle for timeout_ms * 2, is closed without a drop */
         EXPECT_TRUE(closed_within(c1, 5000));
-        EXPECT_TRUE(now_ms() - t0 >= 500);
+        EXPECT_TRUE(monotonic_ms() - t0 >= 500);
         /* and its slot is free again */
         int c3 = tcp_client(&e, 3);
         EXPECT_TRUE(c3 >= 0);
@@ -759,7 +736,7 @@ TEST(dnsrelay_ipv6_upstream)
  * state, the relay leaves no fd behind. */
 TEST(dnsrelay_stop_joins_and_closes_every_fd)
 {
-        unsigned before = fd_count();
+        int before = test_open_fds();
         struct env e;
         EXPECT_INT_EQ(env_start(&e, ENV_OPTS(.modes = {FAKE_SILENT, FAKE_ANSWER}, .n_fakes = 2,
                                              .timeout_ms = 1000)),
@@ -772,8 +749,8 @@ TEST(dnsrelay_stop_joins_and_closes_every_fd)
         msg[0] = 0;
         msg[1] = (unsigned char)n;
         memcpy(msg + 2, q, n);
-        EXPECT_INT_EQ(write_all(t1, msg, n + 2), 0); /* waits on the silent upstream */
-        EXPECT_INT_EQ(write_all(t2, msg, 5), 0);     /* half a query */
+        EXPECT_INT_EQ(test_write_all(t1, msg, n + 2, 0), 0); /* waits on the silent upstream */
+        EXPECT_INT_EQ(test_write_all(t2, msg, 5, 0), 0);     /* half a query */
         EXPECT_INT_EQ(WAIT_COUNT(e.r, queries, 2, 2000), 2);
         e.r = dns_relay_stop(e.r);
         EXPECT_TRUE(e.r == NULL);
@@ -781,7 +758,7 @@ TEST(dnsrelay_stop_joins_and_closes_every_fd)
         EXPECT_TRUE(closed_within(t2, 1000));
         EXPECT_TRUE(dns_relay_stop(NULL) == NULL);
         env_stop(&e);
-        EXPECT_INT_EQ(fd_count(), before);
+        EXPECT_INT_EQ(test_open_fds(), before);
 }
 
 TEST(dnsrelay_start_rejects_bad_configs_and_keeps_the_sockets)
@@ -882,7 +859,7 @@ TEST(dnsrelay_survives_a_flood_of_garbage)
                 int t = tcp_client(&e, 3 + (unsigned)i);
                 EXPECT_TRUE(t >= 0);
                 size_t off = (size_t)(rand() % 100);
-                write_all(t, junk + off, (size_t)(rand() % 3000));
+                test_write_all(t, junk + off, (size_t)(rand() % 3000), 0);
                 if (i % 2) {
                         struct linger l = {.l_onoff = 1, .l_linger = 0};
                         setsockopt(t, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
@@ -1133,7 +1110,7 @@ TEST(dnsrelay_tcp_connection_asks_a_bounded_number_of_queries)
                 unsigned char msg[80] = {0, (unsigned char)n};
                 memcpy(msg + 2, q, n);
                 unsigned char pre[2];
-                EXPECT_INT_EQ(write_all(t, msg, n + 2), 0);
+                EXPECT_INT_EQ(test_write_all(t, msg, n + 2, 0), 0);
                 EXPECT_INT_EQ(read_full(t, pre, 2), 0);
                 EXPECT_INT_EQ(read_full(t, a, (size_t)(pre[0] << 8 | pre[1])), 0);
         }
