@@ -107,7 +107,10 @@ static void append_deny_chains(struct strbuf *out, unsigned log_group)
         }
 }
 
-/* Elements of the per-run sets: one per run address at most. */
+/* Elements of the per-run sets: one per run address with connections of
+ * late. A subnet larger than a /16 gets the 65536 of a /16 (nft's own
+ * default is 65535): elements leave as their connections expire, but an
+ * address that found the set full would go unbounded until they do. */
 static unsigned bound_set_size(const struct egress_policy *p)
 {
         uint64_t n = netaddr_size(&p->subnet);
