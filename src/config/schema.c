@@ -366,9 +366,9 @@ const struct schema_row schema_rows[] = {
             "Connections one run may hold at once (namespace mode), TCP and UDP, to the world "
             "and to its DNS relay alike: conntrack entries of its address; one more is refused "
             "(ECONNREFUSED). Closed TCP connections do not count; a UDP one counts until "
-            "conntrack forgets it (30 s unanswered, 120 s once both sides talked for 2 s). It "
-            "bounds the masquerade ports a run takes to one ADDRESS:port (about 64,500 there "
-            "are), and what runs add to the host's conntrack table (nf_conntrack_max): "
+            "conntrack forgets it (by default 30 s unanswered, 120 s once both sides talked for "
+            "2 s). It bounds the masquerade ports a run takes to one ADDRESS:port (about 64,500 "
+            "there are), and what runs add to the host's conntrack table (nf_conntrack_max): "
             "max_workers x this at most from running runs. 1000: a scraper with a few hundred "
             "connections and their DNS lookups fits; 4 runs sweeping ports take at most 4,000. "
             "0: no bound."),
