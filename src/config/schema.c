@@ -364,6 +364,23 @@ const struct schema_row schema_rows[] = {
              check_ip, NULL,
              "Resolvers the gateway relays runs' DNS queries to (UDP and TCP port 53). Empty: "
              "the nameservers of /etc/resolv.conf at start-up (environment: comma-separated)."),
+        INT("network.max_connections", net_max_connections, "1000", 0, 100000, NULL,
+            "Connections one run may hold at once (namespace mode), TCP and UDP, to the world "
+            "and to its DNS relay alike: conntrack entries of its address; one more is refused "
+            "(ECONNREFUSED). Closed TCP connections do not count; a UDP one counts until "
+            "conntrack forgets it (by default 30 s unanswered, 120 s once both sides talked for "
+            "2 s). It bounds the masquerade ports a run takes to one ADDRESS:port (about 64,500 "
+            "there are), and what runs add to the host's conntrack table (nf_conntrack_max): "
+            "max_workers x this at most from running runs. 1000: a scraper with a few hundred "
+            "connections and their DNS lookups fits; 4 runs sweeping ports take at most 4,000. "
+            "0: no bound."),
+        INT("network.new_connections_per_second", net_new_connections_per_second, "200", 0,
+            1000000, NULL,
+            "New connections one run may open per second (namespace mode), with a burst of "
+            "as many at once; beyond, its new connection is dropped (TCP sends it again a "
+            "second later: a delay, not an error). Packets of open connections are never "
+            "limited. It bounds how fast a run churns through conntrack entries and ports "
+            "that outlive their connections. 0: no bound."),
 
         STR("warm.mode", warm_mode, "warm", check_warm_mode, NULL,
              "warm: runs start from pre-started, already locked processes (Python forked from "

@@ -2,8 +2,10 @@
  * run may send to the host (DNS to the gateway only), to other runs
  * (nothing) and to the world (public addresses, minus the default denials,
  * plus network.allow; or only network.egress_only), and the NAT that takes
- * runs' traffic out. Built as text (unit-tested) and loaded atomically
- * with libnftables; its named counters count refusals by reason. */
+ * runs' traffic out, with per-run bounds on tracked connections (so on
+ * conntrack entries and NAT ports) and on new connections per second.
+ * Built as text (unit-tested) and loaded atomically with libnftables; its
+ * named counters count refusals by reason. */
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +24,8 @@ enum egress_reason {
         EGRESS_RUNS,        /* another run */
         EGRESS_EGRESS_ONLY, /* not in network.egress_only */
         EGRESS_DNS_RATE,    /* DNS to the gateway over a run's rate (dropped, not refused) */
+        EGRESS_CONNECTIONS, /* the run holds network.max_connections already */
+        EGRESS_CONN_RATE,   /* over network.new_connections_per_second */
         EGRESS_REASONS
 };
 
@@ -49,6 +53,8 @@ struct egress_policy {
         size_t n_always;
         bool drop_foreign_forwarding; /* we turned forwarding on: keep others' off */
         unsigned log_group;           /* nfnetlink_log group for refusals, 0: none */
+        unsigned max_connections;     /* tracked connections per run address, 0: no bound */
+        unsigned new_per_second;      /* new connections per second per run address, 0: none */
 };
 
 /* The whole table as nft input, replacing any table of that name. */

@@ -188,6 +188,56 @@ TEST(egress_refusals_are_logged_to_the_group_at_a_bounded_rate)
         free(t);
 }
 
+TEST(egress_bounds_count_and_rate_each_run_address_before_the_policy)
+{
+        struct egress_policy p = {.table = "lockbox_1",
+                                  .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001,
+                                  .log_group = 20042,
+                                  .max_connections = 1000,
+                                  .new_per_second = 200};
+        char *t = ruleset(&p);
+        /* one element per run address at most; rate elements expire */
+        EXPECT_STR_CONTAINS(t, "  set run_connections { type ipv4_addr; size 65536; "
+                               "flags dynamic; }\n");
+        EXPECT_STR_CONTAINS(t, "  set run_new_connections { type ipv4_addr; size 65536; "
+                               "flags dynamic,timeout; timeout 60s; }\n");
+        /* in prerouting, so DNS to the gateway counts too; packets of a
+         * connection conntrack holds pass; the rate, then the count */
+        EXPECT_STR_CONTAINS(t, "  chain bounds {\n"
+                               "    type filter hook prerouting priority -5; policy accept;\n"
+                               "    ip saddr != 10.191.0.0/16 accept\n"
+                               "    ct status confirmed accept\n"
+                               "    update @run_new_connections { ip saddr limit rate over "
+                               "200/second burst 200 packets } goto deny_connection_rate\n"
+                               "    add @run_connections { ip saddr ct count over 1000 } "
+                               "goto deny_connections\n  }\n");
+        /* over the count: refused; over the rate: dropped (TCP tries again) */
+        EXPECT_STR_CONTAINS(t, "  chain deny_connections {\n    counter name connections\n"
+                               "    limit rate 50/second burst 50 packets log prefix "
+                               "\"connections\" group 20042 snaplen 64\n    goto refuse\n  }\n");
+        EXPECT_STR_CONTAINS(t, "  chain deny_connection_rate {\n"
+                               "    counter name connection_rate\n"
+                               "    limit rate 50/second burst 50 packets log prefix "
+                               "\"connection_rate\" group 20042 snaplen 64\n    drop\n  }\n");
+        EXPECT_STR_CONTAINS(t, "  counter connections { }\n  counter connection_rate { }\n");
+        free(t);
+        /* a smaller subnet, a smaller set; 0 leaves its bound out */
+        p.subnet = (struct netaddr_prefix){0x0abf0000, 24};
+        p.new_per_second = 0;
+        t = ruleset(&p);
+        EXPECT_STR_CONTAINS(t, "set run_connections { type ipv4_addr; size 256;");
+        EXPECT_STR_CONTAINS(t, "    ct status confirmed accept\n"
+                               "    add @run_connections { ip saddr ct count over 1000 }");
+        EXPECT_TRUE(strstr(t, "run_new_connections") == NULL);
+        free(t);
+        p.max_connections = 0;
+        t = ruleset(&p);
+        EXPECT_TRUE(strstr(t, "hook prerouting") == NULL);
+        EXPECT_TRUE(strstr(t, "set run_") == NULL);
+        free(t);
+}
+
 TEST(resolv_conf_names_the_gateway_and_keeps_search_and_options)
 {
         char *t = net_resolv_conf_text("# generated\nnameserver 10.255.255.53\nnameserver ::1\n"
