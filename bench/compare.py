@@ -5,8 +5,8 @@ memory and CPU per run, measured alternately on the same machine.
 It starts both servers itself, on loopback only: build/lockboxd on a
 temporary config of its own (port, UID range 95000-95099, run subnet
 10.234.0.0/24, DNS relayed to 127.0.0.1), and the reference from a build
-folder made by ../shared/refbuild/build.sh, through its run.sh under the
-lock /var/tmp/dify-ref.lock (one reference per host; the script says when
+folder of it (docs/TESTING.md, "Benchmarks"), through bench/ref-run.sh under
+the lock /var/tmp/dify-ref.lock (one reference per host; the script says when
 it waits for it). Both are stopped at the end, with every process of
 theirs, also on Ctrl-C or an error. As root, by hand, never in CI:
 
@@ -56,7 +56,7 @@ import soak  # noqa: E402  (Daemon: start, stop and leftover checks of a lockbox
 from test_dify_runners import transform_caller  # noqa: E402  (Dify's runner scripts)
 
 REF_LOCK = "/var/tmp/dify-ref.lock"
-REF_RUN_SH = "/work/shared/refbuild/run.sh"
+REF_RUN_SH = os.path.join(ROOT, "bench", "ref-run.sh")
 REF_TREE = "/var/sandbox/sandbox-python"  # fixed in the reference (internal/core/runner/python)
 REF_LINKED = b"python dependencies sandbox initialized"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -267,7 +267,7 @@ class Lockbox(soak.Daemon):
 
 
 class Reference:
-    """The reference dify-sandbox, run by refbuild's run.sh under flock."""
+    """The reference dify-sandbox, run by bench/ref-run.sh under flock."""
     name = "reference"
 
     def __init__(self, args, tmp):
@@ -553,7 +553,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("ref_build", nargs="?", default="/var/tmp/dify-ref",
-                    help="build folder of the reference (refbuild/build.sh OUT_DIR; default %(default)s)")
+                    help="build folder of the reference (its run/main; default %(default)s)")
     ap.add_argument("--only", choices=("lockbox",), help="measure lockbox alone")
     ap.add_argument("--quick", action="store_true", help="--runs 20 --seconds 2: about 3 minutes with the reference")
     ap.add_argument("--runs", type=int, help="latency runs per program and server (default 100, quick 20)")

@@ -8,8 +8,12 @@
 The namespace lbtlab<pid> (pid: the test process's) is joined to the host by
 a veth pair: lbt<pid>h on the host (HOST_ADDR/30) and eth0 in the lab
 (LAB_ADDR/30). The lab holds the addresses of LAB_HOSTS (on its lo, /32)
-and the host routes each of them (and the sink 203.0.113.0/24, and
-LAB_HOST6) into it, so traffic to them never leaves this machine. The lab
+and the host routes each of them (and the 40 sink addresses SINK_HOSTS,
+and LAB_HOST6) into it, one /32 (/128) route each, so traffic to them never
+leaves this machine and no range of the host's is taken over. Before it
+builds anything, start() checks that none of these addresses is one this
+host uses (check_lab_addresses) and refuses, naming it, if one is;
+LOCKBOX_TEST_LAB_ADDRS chooses others. The lab
 has no default route: it answers only the host's address on the veth (so a
 run of the daemon reaches it through the daemon's NAT, seen as HOST_ADDR).
 
@@ -31,7 +35,7 @@ lbtlab<pid> and links lbt<pid>h whose pid is not alive (or is another
 process now).
 
 Never send anything to an address that is not in LAB_HOSTS, LAB_HOST6,
-SINK or 127.0.0.0/8: lab.assert_routed(addr) checks the host routes it
+SINK_HOSTS or 127.0.0.0/8: lab.assert_routed(addr) checks the host routes it
 into the lab. Standard library only; uses `ip` (iproute2). Needs root.
 """
 import atexit
@@ -55,32 +59,99 @@ SERVER = os.path.join(HERE, "netlab_server.py")
 STATE_DIR = "/run/lbtlab"
 LOCK_PATH = os.path.join(STATE_DIR, "lock")
 
-HOST_ADDR = "198.18.0.1"   # the host's end of the veth (lbt<pid>h)
-LAB_ADDR = "198.18.0.2"    # the lab's end (eth0 in the namespace)
+# The lab's addresses: each stands for a kind of destination (the first
+# two for public hosts, the others for the ranges a run may not reach).
+# LOCKBOX_TEST_LAB_ADDRS=name=address,... replaces any of them, for a host
+# where a default collides with an address it uses (start() checks, see
+# check_lab_addresses): names public, public2, sink (the first of 40
+# consecutive addresses where nothing answers), private, dns, metadata,
+# cgnat, private172, private192, host6, and link (the /30 of the veth
+# between the host, its first address, and the lab, its second).
+DEFAULTS = {
+    "public": "203.0.113.7", "public2": "203.0.113.8", "sink": "203.0.113.100",
+    "private": "10.213.7.2", "dns": "10.213.7.53", "metadata": "169.254.169.254",
+    "cgnat": "100.64.7.7", "private172": "172.16.7.7", "private192": "192.168.7.7",
+    "host6": "fd7e:57ab:7::7", "link": "198.18.0.0/30",
+}
+ADDRS_ENV = "LOCKBOX_TEST_LAB_ADDRS"
+# Where each kind must lie: the egress policy treats the lab's hosts by
+# these ranges, so a replacement must keep its kind.
+_DENIED = [ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4")]
+_KINDS = {
+    "private": "10.0.0.0/8", "dns": "10.0.0.0/8", "metadata": "169.254.0.0/16",
+    "cgnat": "100.64.0.0/10", "private172": "172.16.0.0/12", "private192": "192.168.0.0/16",
+    "host6": "fd00::/8",
+}
+SINK_COUNT = 40
+
+
+def lab_addresses(text=None):
+    """DEFAULTS with LOCKBOX_TEST_LAB_ADDRS's replacements (text, if given,
+    instead of the environment), each checked for its kind."""
+    out = dict(DEFAULTS)
+    text = os.environ.get(ADDRS_ENV, "") if text is None else text
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, _, value = item.partition("=")
+        if name not in DEFAULTS:
+            raise ValueError(f"{ADDRS_ENV}: unknown name {name!r} (names: {', '.join(DEFAULTS)})")
+        out[name] = value.strip()
+    for name, value in out.items():
+        if name == "link":
+            net = ipaddress.ip_network(value)
+            if net.version != 4 or net.prefixlen != 30:
+                raise ValueError(f"{ADDRS_ENV}: link={value} must be an IPv4 /30")
+            continue
+        addr = ipaddress.ip_address(value)
+        want = _KINDS.get(name)
+        if want and addr not in ipaddress.ip_network(want):
+            raise ValueError(f"{ADDRS_ENV}: {name}={value} must be in {want}")
+        last = addr + (SINK_COUNT - 1 if name == "sink" else 0)
+        if not want and (addr.version != 4 or any(a in n for n in _DENIED for a in (addr, last))):
+            raise ValueError(f"{ADDRS_ENV}: {name}={value} must be an IPv4 address outside "
+                             "the private, loopback, link-local, CGNAT and multicast ranges")
+    return out
+
+
+ADDRS = lab_addresses()
+_link = list(ipaddress.ip_network(ADDRS["link"]).hosts())
+HOST_ADDR = str(_link[0])  # the host's end of the veth (lbt<pid>h)
+LAB_ADDR = str(_link[1])   # the lab's end (eth0 in the namespace)
 PREFIX = 30
 HOST_ADDR6 = "fd7e:57ab:1::1"
 LAB_ADDR6 = "fd7e:57ab:1::2"
 
-PUBLIC = "203.0.113.7"
-PUBLIC2 = "203.0.113.8"
-PRIVATE = "10.213.7.2"
-DNS_ADDR = "10.213.7.53"
-METADATA = "169.254.169.254"
-CGNAT = "100.64.7.7"
-PRIVATE172 = "172.16.7.7"
-PRIVATE192 = "192.168.7.7"
+PUBLIC = ADDRS["public"]
+PUBLIC2 = ADDRS["public2"]
+PRIVATE = ADDRS["private"]
+DNS_ADDR = ADDRS["dns"]
+METADATA = ADDRS["metadata"]
+CGNAT = ADDRS["cgnat"]
+PRIVATE172 = ADDRS["private172"]
+PRIVATE192 = ADDRS["private192"]
 LAB_HOSTS = (PUBLIC, PUBLIC2, PRIVATE, DNS_ADDR, METADATA, CGNAT, PRIVATE172, PRIVATE192)
 # an IPv6 host (unique local address) in the lab, so a test of "no IPv6 in
 # runs" has a target that would answer, and that is not the host's gateway
-LAB_HOST6 = "fd7e:57ab:7::7"
-# the rest of TEST-NET-3 (big.lab.test's addresses) goes into the lab too,
-# where nothing answers it
-SINK = "203.0.113.0/24"
+LAB_HOST6 = ADDRS["host6"]
+# addresses in the lab where nothing answers (big.lab.test's), each routed
+# on its own: the lab never routes a whole range over the host
+SINK_HOSTS = tuple(str(ipaddress.ip_address(ADDRS["sink"]) + i) for i in range(SINK_COUNT))
 TCP_PORTS = (80, 8080, 8081)
 UDP_PORTS = (7, 8080)
+# The lab server's DNS zone.
+ZONE = {
+    "public.lab.test": [PUBLIC],
+    "public2.lab.test": [PUBLIC2],
+    "private.lab.test": [PRIVATE],
+    "metadata.lab.test": [METADATA],
+    # 40 addresses: 12 + 18 + 40 * 16 = 670 bytes, more than DNS over UDP
+    # carries without EDNS
+    "big.lab.test": list(SINK_HOSTS),
+}
 
 # Every route the lab adds is one of these (checked before it is added).
-ALLOWED_ROUTES = frozenset([f"{a}/32" for a in LAB_HOSTS] + [SINK, f"{LAB_HOST6}/128"])
+ALLOWED_ROUTES = frozenset([f"{a}/32" for a in LAB_HOSTS + SINK_HOSTS] + [f"{LAB_HOST6}/128"])
 # Names: the daemon's own interfaces start with lbx; ours with lbt.
 NS_RE = re.compile(r"^lbtlab(\d+)$")
 LINK_RE = re.compile(r"^lbt(\d+)h$")
@@ -197,6 +268,93 @@ def cleanup_stale():
     for pid in sorted(pids):
         if pid != os.getpid() and not _owner_alive(pid):
             cleanup(pid)
+
+
+# -------------------------------------------------- address collisions
+def routed_addresses():
+    """Every address the lab routes into its namespace or puts on its link."""
+    return LAB_HOSTS + SINK_HOSTS + (LAB_HOST6, HOST_ADDR, LAB_ADDR)
+
+
+def lab_conflicts(addrs, host_addrs, routes, hosts_text, resolv_text, peers):
+    """[(address, why)] for each of addrs the host already uses: an address
+    of its own, inside a route other than the default (routes: [(prefix,
+    where)]), named in /etc/hosts or /etc/resolv.conf, or the peer of an
+    open socket. Pure, for tests; host_state() gathers the real values."""
+    out = []
+    words = set(re.split(r"[\s,]+", hosts_text + "\n" + resolv_text))
+    for a in addrs:
+        ip = ipaddress.ip_address(a)
+        if a in host_addrs:
+            out.append((a, "an address of this host"))
+        for prefix, where in routes:
+            net = ipaddress.ip_network(prefix, strict=False)
+            if net.version == ip.version and ip in net:
+                out.append((a, f"inside the host's route {prefix} ({where})"))
+        if a in words:
+            out.append((a, "named in /etc/hosts or /etc/resolv.conf"))
+        if a in peers:
+            out.append((a, "the peer of an open socket of this host"))
+    return out
+
+
+def _proc_net_peers():
+    peers = set()
+    for name, fam in (("tcp", 4), ("udp", 4), ("tcp6", 6), ("udp6", 6)):
+        try:
+            with open(f"/proc/net/{name}") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            # connected or connecting only: what a closed lab's tests left
+            # (TIME_WAIT, FIN_WAIT, ...) is not a service of the host
+            if line.split()[3] not in ("01", "02"):
+                continue
+            raw = bytes.fromhex(line.split()[2].split(":")[0])
+            if fam == 4:
+                peers.add(str(ipaddress.IPv4Address(raw[::-1])))
+            else:  # four 32-bit words, each in host (little-endian) order
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                peers.add(str(ipaddress.IPv6Address(words)))
+    return peers
+
+
+def host_state():
+    """The host's addresses, non-default routes of every table (outside any
+    lab's links), /etc/hosts and /etc/resolv.conf, and its sockets' peers."""
+    host_addrs = set()
+    for x in json.loads(_ip("-j", "addr", "show").stdout or "[]"):
+        host_addrs |= {i["local"] for i in x.get("addr_info", [])}
+    routes = []
+    for fam in ("-4", "-6"):
+        for r in json.loads(_ip(fam, "-j", "route", "show", "table", "all").stdout or "[]"):
+            dst, dev = r.get("dst", ""), r.get("dev", "")
+            if dst in ("default", "") or LINK_RE.match(dev) or r.get("type") == "multicast":
+                continue
+            routes.append((dst if "/" in dst else f"{dst}/{32 if fam == '-4' else 128}",
+                           f"dev {dev or '?'}, table {r.get('table', 'main')}"))
+
+    def text(path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return ""
+    return host_addrs, routes, text("/etc/hosts"), text("/etc/resolv.conf"), _proc_net_peers()
+
+
+def check_lab_addresses():
+    """Refuse to build the lab over anything this host uses (its traffic
+    would go into the lab while the tests run), naming the address and
+    how to choose others."""
+    found = lab_conflicts(routed_addresses(), *host_state())
+    if found:
+        lines = "\n".join(f"  {a}: {why}" for a, why in found)
+        raise RuntimeError(
+            f"the network lab's addresses collide with this host's:\n{lines}\n"
+            f"choose others with {ADDRS_ENV}=name=address,... (names: "
+            f"{', '.join(DEFAULTS)}; see tests/netlab.py)")
 
 
 # ------------------------------------------------------------------ DNS
@@ -360,6 +518,7 @@ class Lab:
         try:
             cleanup_stale()
             cleanup(self.pid)  # a lab of ours from before a fork or a failed start
+            check_lab_addresses()
             with open(os.path.join(STATE_DIR, str(self.pid)), "w") as f:
                 f.write(_starttime(self.pid) + "\n")
             self._start_watchdog()
@@ -392,11 +551,10 @@ class Lab:
         _ip("addr", "add", f"{HOST_ADDR}/{PREFIX}", "dev", link)
         _ip("-6", "addr", "add", f"{HOST_ADDR6}/64", "dev", link, "nodad")
         _ip("link", "set", link, "up")
-        for a in LAB_HOSTS:
+        for a in LAB_HOSTS + SINK_HOSTS:
             self._route(f"{a}/32", LAB_ADDR)
-        self._route(SINK, LAB_ADDR)
         self._route(f"{LAB_HOST6}/128", LAB_ADDR6)
-        for a in LAB_HOSTS + (LAB_HOST6, "203.0.113.100"):
+        for a in LAB_HOSTS + SINK_HOSTS + (LAB_HOST6,):
             self.assert_routed(a)
 
     def _route(self, dst, via):
@@ -409,7 +567,8 @@ class Lab:
             [IP, "netns", "exec", self.ns, PYTHON, SERVER,
              "--addrs", ",".join(LAB_HOSTS + (LAB_HOST6,)),
              "--tcp-ports", ",".join(map(str, TCP_PORTS)),
-             "--udp-ports", ",".join(map(str, UDP_PORTS)), "--dns", DNS_ADDR],
+             "--udp-ports", ",".join(map(str, UDP_PORTS)), "--dns", DNS_ADDR,
+             "--zone", json.dumps(ZONE)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
             start_new_session=True)
         ready = self._read_reply(timeout=20)

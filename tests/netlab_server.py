@@ -34,16 +34,7 @@ import struct
 import sys
 import threading
 
-ZONE = {
-    "public.lab.test": ["203.0.113.7"],
-    "public2.lab.test": ["203.0.113.8"],
-    "private.lab.test": ["10.213.7.2"],
-    "metadata.lab.test": ["169.254.169.254"],
-    # 40 addresses: 12 + 18 + 40 * 16 = 670 bytes, more than DNS over UDP
-    # carries without EDNS. They are in 203.0.113.0/24, which the lab routes
-    # into its namespace whole, so a connection to one never leaves it.
-    "big.lab.test": [f"203.0.113.{100 + i}" for i in range(40)],
-}
+ZONE = {}  # name -> [IPv4 addresses], given by netlab.py (--zone)
 UDP_DNS_LIMIT = 512
 
 lock = threading.Lock()
@@ -304,7 +295,9 @@ def main():
     ap.add_argument("--tcp-ports", default="80,8080,8081")
     ap.add_argument("--udp-ports", default="7,8080")
     ap.add_argument("--dns", default="", help="address of the DNS server")
+    ap.add_argument("--zone", default="{}", help="the DNS zone: JSON, name -> [addresses]")
     a = ap.parse_args()
+    ZONE.update(json.loads(a.zone))
     ports = lambda s: [int(p) for p in s.split(",") if p]  # noqa: E731
     Server([x for x in a.addrs.split(",") if x], ports(a.tcp_ports), ports(a.udp_ports), a.dns).run()
 

@@ -29,6 +29,8 @@ int file_read_fd(int fd, struct strbuf *sb)
 
 int file_read(const char *path, int flags, size_t max, struct strbuf *sb)
 {
+        /* sb is set up first: the caller may free it whatever happens */
+        strbuf_init(sb, max);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags);
         struct stat st;
         if (fd < 0)
@@ -36,8 +38,7 @@ int file_read(const char *path, int flags, size_t max, struct strbuf *sb)
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
-                return -EINVAL;
-        strbuf_init(sb, max);
+                return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
         int r = file_read_fd(fd, sb);
         if (r < 0)
                 strbuf_free(sb);
@@ -52,16 +53,27 @@ ssize_t file_read_buf(const char *path, char *buf, size_t size)
         return n < 0 ? -errno : n;
 }
 
+int file_write_all(int fd, const void *buf, size_t len)
+{
+        const char *p = buf;
+        while (len > 0) {
+                ssize_t n = RETRY_EINTR(write(fd, p, len));
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -EIO;
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
 int file_write(const char *path, const char *text, int flags, mode_t mode)
 {
         _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC | flags, mode);
         if (fd < 0)
                 return -errno;
-        size_t len = strlen(text);
-        ssize_t n = write(fd, text, len);
-        if (n < 0)
-                return -errno;
-        return n == (ssize_t)len ? 0 : -EIO;
+        return file_write_all(fd, text, strlen(text));
 }
 
 int file_mkdir_parents(const char *path, size_t skip)

@@ -10,15 +10,19 @@ struct strbuf;
 /* Read fd to its end into sb (retrying EINTR): 0, -E2BIG past sb's limit,
  * or -errno. */
 int file_read_fd(int fd, struct strbuf *sb);
-/* A regular file (never a FIFO or device, which could block or never end)
- * into sb, at most max bytes (-E2BIG past it); flags are added to
- * O_RDONLY (O_NOFOLLOW: not through a final symlink). 0 or -errno. */
+/* A regular file (never a FIFO or device, which could block or never end:
+ * -EINVAL; a directory: -EISDIR) into sb, at most max bytes (-E2BIG past
+ * it); flags are added to O_RDONLY (O_NOFOLLOW: not through a final
+ * symlink). sb is set up even on failure (strbuf_free it). 0 or -errno. */
 int file_read(const char *path, int flags, size_t max, struct strbuf *sb);
 /* At most size - 1 bytes of path into buf, always NUL-terminated (empty
  * on failure): the length read, or -errno. For /proc, /sys and state files. */
 ssize_t file_read_buf(const char *path, char *buf, size_t size);
+/* All len bytes of buf to fd, retrying EINTR and short writes: 0, -errno,
+ * or -EIO if the fd takes nothing. */
+int file_write_all(int fd, const void *buf, size_t len);
 /* Write text to path, opened O_WRONLY with flags added (O_CREAT: with
- * mode): 0, -errno, or -EIO on a short write. */
+ * mode): 0, -errno, or -EIO when it takes nothing more. */
 int file_write(const char *path, const char *text, int flags, mode_t mode);
 /* mkdir -p of the directories path names before its last '/' (mode
  * 0755), leaving the first skip bytes alone (a prefix known to exist):

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
+
 static const char *log_role = "main";
 static bool log_debug_on, log_json;
 static int log_file_fd = -1;
@@ -228,19 +230,6 @@ static const char *level_name(enum log_level lvl)
         return names[lvl];
 }
 
-static void write_all(int fd, const char *buf, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = write(fd, buf, len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return;
-                buf += n;
-                len -= (size_t)n;
-        }
-}
-
 /* Format at offset at of line[size]: the new offset, at most size - 1
  * (a cut text stays cut, and the next call writes nothing). */
 static size_t line_vadd(char *line, size_t size, size_t at, const char *fmt, va_list ap)
@@ -300,8 +289,8 @@ void log_emit(enum log_level lvl, const char *trace_id, const char *event, const
                 text = json;
         }
         ((char *)text)[len++] = '\n';
-        write_all(STDERR_FILENO, text, len);
+        (void)file_write_all(STDERR_FILENO, text, len);
         if (log_file_fd >= 0)
-                write_all(log_file_fd, text, len);
+                (void)file_write_all(log_file_fd, text, len);
         errno = saved_errno;
 }

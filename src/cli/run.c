@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "base/file.h"
 #include "base/util.h"
 #include "cli/cli.h"
 
@@ -105,18 +106,6 @@ static int run_exit_code(const struct run_data *d)
         return reason_exit_code(reason);
 }
 
-static int fd_write_all(int fd, const char *p, size_t len)
-{
-        while (len > 0) {
-                ssize_t n = RETRY_EINTR(write(fd, p, len));
-                if (n < 0)
-                        return -errno;
-                p += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
 static int run_data_unpack(json_t *data, struct run_data *ret)
 {
         struct run_data d = {.error = ""};
@@ -136,9 +125,9 @@ static int run_replay(json_t *data, const struct cli_options *opts)
                 cli_error("%s: answer without stdout, stderr and exit_code", opts->server);
                 return CLI_EXIT_SERVER;
         }
-        int r = fd_write_all(STDOUT_FILENO, d.out, d.out_len);
+        int r = file_write_all(STDOUT_FILENO, d.out, d.out_len);
         if (r == 0)
-                r = fd_write_all(STDERR_FILENO, d.err, d.err_len);
+                r = file_write_all(STDERR_FILENO, d.err, d.err_len);
         if (r < 0) {
                 cli_error("cannot write the program's output: %s", strerror(-r));
                 return CLI_EXIT_USAGE;

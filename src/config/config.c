@@ -240,29 +240,22 @@ int config_load_buffer(struct config *cfg, const char *name, const char *yaml, s
         return 0;
 }
 
-static int read_file(const char *path, struct strbuf *sb)
-{
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        int r = file_read_fd(fd, sb);
-        return r == -E2BIG ? -EFBIG : r;
-}
-
 int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn, char *err,
                 size_t errlen)
 {
-        struct strbuf sb;
+        struct strbuf sb = {0};
         if (!path)
                 return config_load_buffer(cfg, "(no file)", NULL, 0, getenv_fn, err, errlen);
-        strbuf_init(&sb, CONFIG_FILE_MAX);
-        int r = read_file(path, &sb);
+        /* a regular file only: a FIFO or a device could hold start-up */
+        int r = file_read(path, 0, CONFIG_FILE_MAX, &sb);
         if (r < 0) {
                 strbuf_free(&sb);
                 *cfg = (struct config){0};
                 loader_err_set(err, errlen, "%s: %s", path,
-                               r == -EFBIG ? "file is larger than 4M" : strerror(-r));
-                return r;
+                               r == -E2BIG    ? "file is larger than 4M"
+                               : r == -EINVAL ? "not a regular file"
+                                              : strerror(-r));
+                return r == -E2BIG ? -EFBIG : r;
         }
         r = config_load_buffer(cfg, path, sb.data ? sb.data : "", sb.len, getenv_fn, err, errlen);
         strbuf_free(&sb);

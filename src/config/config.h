@@ -72,6 +72,8 @@ struct config {
         size_t n_net_egress_only;
         char **net_dns_servers; /* network.dns_servers: upstream resolvers, [] = resolv.conf */
         size_t n_net_dns_servers;
+        int net_max_connections;            /* network.max_connections: per run, 0 = none */
+        int net_new_connections_per_second; /* network.new_connections_per_second, 0 = none */
 
         /* warm execution */
         char *warm_mode;        /* warm.mode: "warm" (default) or "cold" */

@@ -302,7 +302,7 @@ const struct schema_row schema_rows[] = {
         INT("server.max_connections_per_ip", max_connections_per_ip, "128", 1, 10000, NULL,
             "Client connections one IP address may hold at once (more are closed at accept), "
             "so one client cannot take every connection; at most server.max_connections."),
-        STR("server.log_format", log_format, "logfmt", check_log_format, "LOG_FORMAT",
+        STR("server.log_format", log_format, "logfmt", check_log_format, NULL,
             "Log line format: logfmt (key=value) or json (one object per line)."),
         BOOL("server.metrics", metrics, "true", NULL,
              "Serve Prometheus metrics at GET /metrics (no API key)."),
@@ -311,7 +311,9 @@ const struct schema_row schema_rows[] = {
             "port; the API port then answers /metrics with 404."),
 
         SIZE("limits.memory", memory_bytes, "512M", 16 * M, 64 * G,
-             "Memory of one run."),
+             "Memory of one run, socket buffers included: on cgroup v1, which counts them "
+             "apart, min(limit / 8, 64 MiB) of it is for socket buffers and the rest for the "
+             "run's memory."),
         INT("limits.processes", processes, "64", 4, 4096, NULL,
             "Tasks (processes and threads) of one run."),
         SIZE("limits.output", output_bytes, "8M", 1 * K, 1 * G,
@@ -362,6 +364,23 @@ const struct schema_row schema_rows[] = {
              check_ip, NULL,
              "Resolvers the gateway relays runs' DNS queries to (UDP and TCP port 53). Empty: "
              "the nameservers of /etc/resolv.conf at start-up (environment: comma-separated)."),
+        INT("network.max_connections", net_max_connections, "1000", 0, 100000, NULL,
+            "Connections one run may hold at once (namespace mode), TCP and UDP, to the world "
+            "and to its DNS relay alike: conntrack entries of its address; one more is refused "
+            "(ECONNREFUSED). Closed TCP connections do not count; a UDP one counts until "
+            "conntrack forgets it (by default 30 s unanswered, 120 s once both sides talked for "
+            "2 s). It bounds the masquerade ports a run takes to one ADDRESS:port (about 64,500 "
+            "there are), and what runs add to the host's conntrack table (nf_conntrack_max): "
+            "max_workers x this at most from running runs. 1000: a scraper with a few hundred "
+            "connections and their DNS lookups fits; 4 runs sweeping ports take at most 4,000. "
+            "0: no bound."),
+        INT("network.new_connections_per_second", net_new_connections_per_second, "200", 0,
+            1000000, NULL,
+            "New connections one run may open per second (namespace mode), with a burst of "
+            "as many at once; beyond, its new connection is dropped (TCP sends it again a "
+            "second later: a delay, not an error). Packets of open connections are never "
+            "limited. It bounds how fast a run churns through conntrack entries and ports "
+            "that outlive their connections. 0: no bound."),
 
         STR("warm.mode", warm_mode, "warm", check_warm_mode, NULL,
              "warm: runs start from pre-started, already locked processes (Python forked from "
@@ -384,9 +403,10 @@ const struct schema_row schema_rows[] = {
              "environment)."),
 
         STR("dependencies.python_requirements", python_requirements,
-            "dependencies/python-requirements.txt", check_nonempty, NULL,
+            "dependencies/python-requirements.txt", NULL, NULL,
             "pip requirements file for the shared dependency layer (relative paths from "
-            "the working directory); empty or absent: no packages, pip never runs."),
+            "the working directory); an empty value or a file that is absent: no packages, "
+            "pip never runs."),
         STR("dependencies.layer_dir", layer_dir, "/var/lib/lockbox/python-deps", check_absolute,
             NULL,
             "Directory (root's) where dependency layers are built; runs see the current one "

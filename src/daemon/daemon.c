@@ -190,19 +190,28 @@ static void warn_public_key(const struct config *cfg)
                  cfg->listen, cfg->port);
 }
 
+/* The UDP relay socket's receive buffer: room for a few thousand queries,
+ * so the burst every run may send at once (nftables' per-source limit)
+ * is queued, not dropped, while the relay thread catches up. Set as root
+ * (SO_RCVBUFFORCE), beyond net.core.rmem_max. */
+#define DNS_UDP_RCVBUF (4 << 20)
+
 /* The DNS relay's sockets on the gateway's port 53 (bound here, as root;
  * IP_FREEBIND since the address exists only while a run's link does). */
 static int open_dns(uint32_t gateway, int type, int *ret)
 {
         struct sockaddr_in sa = {
             .sin_family = AF_INET, .sin_port = htons(53), .sin_addr.s_addr = htonl(gateway)};
-        int one = 1;
+        int one = 1, rcvbuf = DNS_UDP_RCVBUF;
         _cleanup_close_ int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) < 0 ||
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
             bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
             (type == SOCK_STREAM && listen(fd, 64) < 0))
                 return -errno;
+        /* best effort: the default buffer still works, only smaller */
+        if (type == SOCK_DGRAM)
+                (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf));
         *ret = TAKE_FD(fd);
         return 0;
 }
@@ -221,6 +230,10 @@ static void open_dns_relay(const struct config *cfg, uint32_t gateway, struct ht
                 return;
         }
         o->n_dns_upstreams = net_dns_upstreams(cfg, o->dns_upstreams, ELEMENTSOF(o->dns_upstreams));
+        /* validated at load; the relay serves these addresses only */
+        const char *why;
+        if (netaddr_parse_prefix(cfg->net_subnet, &o->dns_runs, &why) < 0)
+                o->n_dns_upstreams = 0;
 }
 
 /* Each run holds up to nine fds in the jailer (its channel, timerfd, sync

@@ -23,13 +23,29 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "http/metrics.h"
 #include "http/server.h"
 #include "ipc/stats.h"
+#include "jail/jail.h"
 #include "jail/landlock.h"
 #include "jail/policy.h"
+#include "net/dnsrelay.h"
 
 #define SETTINGS_MAGIC 0x6c6278687474700aULL /* "lbxhttp\n" */
 #define CONFIG_MAX (1 << 20)
+
+/* The runs' DNS relay's bounds (net/dnsrelay.h; docs/ARCHITECTURE.md):
+ * per upstream attempt; UDP queries in flight and TCP clients for the
+ * whole daemon; each run address's share of them (an eighth), and its
+ * rate: queries a second and the burst it may spend at once (a run
+ * resolving a few hundred names at start-up is not slowed; a flood is). */
+#define DNS_TIMEOUT_MS 2000
+#define DNS_MAX_INFLIGHT 256
+#define DNS_MAX_TCP 32
+#define DNS_SOURCE_INFLIGHT (DNS_MAX_INFLIGHT / 8)
+#define DNS_SOURCE_TCP (DNS_MAX_TCP / 8)
+#define DNS_SOURCE_RATE 200
+#define DNS_SOURCE_BURST 400
 
 /* The memfd's layout: this header, then `config_len` bytes of YAML. Both
  * ends are the same binary, so a plain struct is the format. */
@@ -39,7 +55,7 @@ struct settings {
             stats_fd;
         uint32_t uid, gid;
         int32_t jailer_pid;
-        uint32_t n_dns;
+        uint32_t n_dns, runs_addr, runs_len;
         struct sockaddr_storage dns[HTTP_EXEC_DNS_MAX];
         char layer_dir[4096];
         uint64_t config_len;
@@ -62,6 +78,8 @@ int http_exec_settings(const struct http_exec *x)
             .jailer_pid = getpid(),
             .n_dns = (uint32_t)(x->n_dns_upstreams < HTTP_EXEC_DNS_MAX ? x->n_dns_upstreams
                                                                        : HTTP_EXEC_DNS_MAX),
+            .runs_addr = x->dns_runs.addr,
+            .runs_len = x->dns_runs.len,
         };
         memcpy(s.dns, x->dns_upstreams, sizeof(s.dns));
         if ((size_t)snprintf(s.layer_dir, sizeof(s.layer_dir), "%s", x->cfg->layer_dir) >=
@@ -143,11 +161,12 @@ static int confine(uid_t uid, gid_t gid, const char *layer_dir, bool dns_relay)
         /* opened while root: a layer directory server.user cannot reach
          * stays unreadable, but the rule is made all the same */
         _cleanup_close_ int layer = open(layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
-            setresuid(uid, uid, uid) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
-                r = -errno;
-                log_error(NULL, "http.drop_privileges", "error=%s", log_q(strerror(errno)));
+        /* the runs' identity step: an empty bounding set, locked
+         * securebits, no groups, server.user for every id, no capability
+         * left (checked), no_new_privs, the parent-death signal */
+        if ((r = jail_identity_drop(uid, gid)) < 0 ||
+            (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 && (r = -errno) < 0)) {
+                log_error(NULL, "http.drop_privileges", "error=%s", log_q(strerror(-r)));
                 policy_prog_free(&filter);
                 return r;
         }
@@ -170,7 +189,7 @@ static int confine(uid_t uid, gid_t gid, const char *layer_dir, bool dns_relay)
 static int read_settings(int fd, struct settings *s, char **ret_yaml)
 {
         if (pread(fd, s, sizeof(*s), 0) != (ssize_t)sizeof(*s) || s->magic != SETTINGS_MAGIC ||
-            s->config_len > CONFIG_MAX || s->n_dns > HTTP_EXEC_DNS_MAX ||
+            s->config_len > CONFIG_MAX || s->n_dns > HTTP_EXEC_DNS_MAX || s->runs_len > 32 ||
             !memchr(s->layer_dir, '\0', sizeof(s->layer_dir)))
                 return -EINVAL;
         char *yaml = malloc(s->config_len + 1);
@@ -183,6 +202,39 @@ static int read_settings(int fd, struct settings *s, char **ret_yaml)
         yaml[s->config_len] = '\0';
         *ret_yaml = yaml;
         return 0;
+}
+
+/* Runs with network resolve through the gateway: relay their queries to
+ * the host's resolvers, from this process (unprivileged, in the host's
+ * network). NULL when there is no relay; the sockets are then closed. */
+static struct dns_relay *start_relay(const struct settings *s)
+{
+        struct dns_relay *relay = NULL;
+        if (s->dns_udp_fd < 0)
+                return NULL;
+        struct dns_relay_config rc = {
+            .udp_fd = s->dns_udp_fd,
+            .tcp_fd = s->dns_tcp_fd,
+            .upstreams = s->dns,
+            .n_upstreams = s->n_dns,
+            .timeout_ms = DNS_TIMEOUT_MS,
+            .max_inflight = DNS_MAX_INFLIGHT,
+            .max_tcp = DNS_MAX_TCP,
+            .runs = {.addr = s->runs_addr, .len = s->runs_len},
+            .source_rate = DNS_SOURCE_RATE,
+            .source_burst = DNS_SOURCE_BURST,
+            .source_inflight = DNS_SOURCE_INFLIGHT,
+            .source_tcp = DNS_SOURCE_TCP,
+        };
+        int r = s->n_dns ? dns_relay_start(&rc, &relay) : -ENOENT;
+        if (r < 0) {
+                log_error(
+                    NULL, "dns.relay_failed", "error=%s",
+                    log_q(r == -ENOENT ? "no resolver: set network.dns_servers" : strerror(-r)));
+                safe_close(s->dns_udp_fd);
+                safe_close(s->dns_tcp_fd);
+        }
+        return relay;
 }
 
 int http_exec_main(int settings_fd)
@@ -226,12 +278,13 @@ int http_exec_main(int settings_fd)
                                      .metrics_fd = s.metrics_fd,
                                      .ctrl_fd = s.ctrl_fd,
                                      .log_sock = s.log_sock,
-                                     .stats = stats,
-                                     .dns_udp_fd = s.dns_udp_fd,
-                                     .dns_tcp_fd = s.dns_tcp_fd,
-                                     .n_dns_upstreams = s.n_dns};
-        memcpy(o.dns_upstreams, s.dns, sizeof(o.dns_upstreams));
-        return http_server_run(&o);
+                                     .stats = stats};
+        struct dns_relay *relay = start_relay(&s);
+        metrics_set_dns_relay(relay);
+        int code = http_server_run(&o);
+        metrics_set_dns_relay(NULL);
+        dns_relay_stop(relay);
+        return code;
 }
 
 /* ---- --check-http-confinement ------------------------------------------------- */

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "base/netaddr.h"
+
 struct config;
 
 #define HTTP_EXEC_DNS_MAX 8
@@ -28,6 +30,7 @@ struct http_exec {
             stats_fd; /* -1 where there is none */
         struct sockaddr_storage dns_upstreams[HTTP_EXEC_DNS_MAX];
         size_t n_dns_upstreams;
+        struct netaddr_prefix dns_runs; /* the runs' subnet: the relay serves them only */
 };
 
 /* server.user's UID and GID (refusing root), or a negative errno with a

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "base/version.h"
 #include "ipc/proto.h"
 #include "ipc/stats.h"
+#include "net/dnsrelay.h"
 
 static const char *const route_names[] = {
     "/health",
@@ -64,6 +66,7 @@ struct histogram {
 static struct {
         const struct shared_stats *shared;
         const char *layer_dir;
+        const struct dns_relay *_Atomic dns;
         atomic_ulong requests[N_ROUTES][STATUS_MAX - STATUS_MIN + 1];
         atomic_ulong runs[STATS_LANGS][OUTCOME_COUNT];
         atomic_ulong warm_runs[STATS_LANGS];
@@ -167,6 +170,11 @@ void metrics_refused_run_connection(void)
 void metrics_deadline_missed(bool body)
 {
         atomic_fetch_add_explicit(&m.deadline_missed[body], 1, memory_order_relaxed);
+}
+
+void metrics_set_dns_relay(const struct dns_relay *relay)
+{
+        atomic_store(&m.dns, relay);
 }
 
 void metrics_queued(int delta)
@@ -358,6 +366,43 @@ static void render_pools(struct strbuf *sb)
         render_namespaces(sb, s);
 }
 
+static void render_dns(struct strbuf *sb)
+{
+        const struct dns_relay *r = atomic_load(&m.dns);
+        if (!r)
+                return;
+        struct dns_relay_counts c;
+        dns_relay_counts(r, &c);
+        static const struct {
+                const char *name, *help;
+                size_t offset;
+        } plain[] = {
+            {"lockbox_dns_queries_total", "Runs' DNS queries relayed to network.dns_servers.",
+             offsetof(struct dns_relay_counts, queries)},
+            {"lockbox_dns_answers_total", "Upstream answers returned to runs.",
+             offsetof(struct dns_relay_counts, answers)},
+            {"lockbox_dns_timeouts_total",
+             "Relayed queries given up after every upstream failed or stayed silent.",
+             offsetof(struct dns_relay_counts, timeouts)},
+            {"lockbox_dns_dropped_total",
+             "DNS messages dropped unread: UDP under 12 or over 4096 bytes, TCP cut short.",
+             offsetof(struct dns_relay_counts, dropped)},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(plain); i++) {
+                uint64_t v;
+                memcpy(&v, (const char *)&c + plain[i].offset, sizeof(v));
+                header(sb, plain[i].name, "counter", plain[i].help);
+                strbuf_appendf(sb, "%s %llu\n", plain[i].name, (unsigned long long)v);
+        }
+        header(sb, "lockbox_dns_refused_total", "counter",
+               "DNS queries to the relay not relayed, by reason (source: not a run; response, "
+               "malformed, opcode, question: not a standard query; rate, share, evicted: over "
+               "the run's share).");
+        for (size_t i = 0; i < DNS_REFUSALS; i++)
+                strbuf_appendf(sb, "lockbox_dns_refused_total{reason=\"%s\"} %llu\n",
+                               dns_relay_refusal_names[i], (unsigned long long)c.refused[i]);
+}
+
 static void render_memory(struct strbuf *sb)
 {
         static const char *const names[STATS_PROCS] = {"http", "jailer", "zygote"};
@@ -406,6 +451,7 @@ char *metrics_render(int in_flight)
         render_syscalls(&sb);
         render_pools(&sb);
         render_deps(&sb);
+        render_dns(&sb);
         render_memory(&sb);
         size_t len;
         char *text = strbuf_steal(&sb, &len);

@@ -36,6 +36,10 @@ void metrics_run(int lang, const char *status, const char *syscall, bool warm, u
 void metrics_refused_run_connection(void);
 /* A connection closed for sending its headers (or its body) too slowly. */
 void metrics_deadline_missed(bool body);
+struct dns_relay;
+/* The runs' DNS relay whose counters /metrics shows (lockbox_dns_*), or
+ * NULL: set before the server starts, cleared before the relay stops. */
+void metrics_set_dns_relay(const struct dns_relay *relay);
 /* Runs waiting for a worker slot. */
 void metrics_queued(int delta);
 

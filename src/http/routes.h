@@ -1,4 +1,4 @@
-/* Route handlers of the HTTP API (SPEC section 2). Each returns an HTTP
+/* Route handlers of the HTTP API (docs/API.md). Each returns an HTTP
  * status and a malloc'd JSON body (NULL = empty body). */
 #pragma once
 

@@ -2,7 +2,6 @@
  * with a constant-time key check, the body cap, response headers, and the
  * graceful stop (refuse new work, let requests in flight finish). */
 #include "http/server.h"
-#include "net/dnsrelay.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "ipc/channel.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "base/trace.h"
@@ -397,22 +397,9 @@ static unsigned listen_port(int fd)
 static void take_log_fd(int sock)
 {
         char byte;
-        struct iovec iov = {&byte, 1};
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u;
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf)};
-        if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) <= 0)
-                return;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int))) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+        int fd = -1;
+        size_t n = 0;
+        if (channel_recv(sock, &byte, 1, &fd, 1, &n) == 1 && n == 1) {
                 log_replace_file(fd);
                 log_info(NULL, "log.reopened", "%s", "");
         }
@@ -442,31 +429,6 @@ static int wait_for_stop(const sigset_t *mask, int log_sock)
                         return (int)si.ssi_signo;
                 }
         }
-}
-
-/* Runs with network resolve through the gateway: relay their queries to
- * the host's resolvers, from here (unprivileged, in the host's network). */
-static struct dns_relay *start_relay(const struct http_server_opts *o)
-{
-        struct dns_relay *relay = NULL;
-        if (o->dns_udp_fd < 0)
-                return NULL;
-        struct dns_relay_config rc = {.udp_fd = o->dns_udp_fd,
-                                      .tcp_fd = o->dns_tcp_fd,
-                                      .upstreams = o->dns_upstreams,
-                                      .n_upstreams = o->n_dns_upstreams,
-                                      .timeout_ms = 2000,
-                                      .max_inflight = 256,
-                                      .max_tcp = 32};
-        int r = o->n_dns_upstreams ? dns_relay_start(&rc, &relay) : -ENOENT;
-        if (r < 0) {
-                log_error(
-                    NULL, "dns.relay_failed", "error=%s",
-                    log_q(r == -ENOENT ? "no resolver: set network.dns_servers" : strerror(-r)));
-                safe_close(o->dns_udp_fd);
-                safe_close(o->dns_tcp_fd);
-        }
-        return relay;
 }
 
 int http_server_run(const struct http_server_opts *o)
@@ -500,7 +462,6 @@ int http_server_run(const struct http_server_opts *o)
                  !o->cfg->metrics ? "off"
                  : md             ? o->cfg->metrics_listen
                                   : "api-port");
-        struct dns_relay *relay = start_relay(o);
         int sig = wait_for_stop(&mask, o->log_sock);
         atomic_store(&st.stopping, true);
         MHD_socket lfd = MHD_quiesce_daemon(d);
@@ -513,7 +474,6 @@ int http_server_run(const struct http_server_opts *o)
                 MHD_stop_daemon(md);
         deadlines_stop(deadlines);
         sem_destroy(&st.workers);
-        dns_relay_stop(relay);
         log_info(NULL, "http.stopped", "%s", "");
         return 0;
 }

@@ -27,11 +27,6 @@ struct http_server_opts {
         int ctrl_fd;                      /* SEQPACKET socket to the jailer */
         int log_sock;                     /* the jailer sends the reopened log file here, or -1 */
         const struct shared_stats *stats; /* the jailer's figures (shared memory) */
-        /* the runs' DNS relay (net/dnsrelay.h): sockets on the gateway's
-         * port 53, or -1, and the resolvers it forwards to */
-        int dns_udp_fd, dns_tcp_fd;
-        struct sockaddr_storage dns_upstreams[8];
-        size_t n_dns_upstreams;
 };
 
 /* Serve until SIGTERM/SIGINT, then finish requests in flight and return

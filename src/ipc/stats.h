@@ -8,8 +8,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define STATS_LANGS 3       /* indexed by enum proto_language */
-#define STATS_NET_REASONS 7 /* EGRESS_REASONS */
+#define STATS_LANGS 3        /* indexed by enum proto_language */
+#define STATS_NET_REASONS 10 /* EGRESS_REASONS */
 
 enum stats_proc { STATS_PROC_HTTP, STATS_PROC_JAILER, STATS_PROC_ZYGOTE, STATS_PROCS };
 

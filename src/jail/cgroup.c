@@ -379,8 +379,14 @@ const char *cgroup_root_path(const struct cgroup_root *root)
 
 static int set_limits_v1(struct cgroup_run *run, const struct cgroup_limits *l)
 {
+        /* v1 counts socket buffers only once a TCP limit is set, and then
+         * apart from memory.limit_in_bytes: the budget is split between
+         * the two (CGROUP_V1_TCP_BYTES), so a run holds at most its limit
+         * in all and no run can push the host's tcp_mem into pressure.
+         * (v2 counts them in memory.max with the rest.) */
         char v[32];
-        snprintf(v, sizeof(v), "%lld", (long long)l->memory_bytes);
+        long long tcp = CGROUP_V1_TCP_BYTES(l->memory_bytes);
+        snprintf(v, sizeof(v), "%lld", (long long)l->memory_bytes - tcp);
         int r = write_file(run->dir[H_MEMORY], "memory.limit_in_bytes", v);
         if (r < 0)
                 return r;
@@ -389,12 +395,7 @@ static int set_limits_v1(struct cgroup_run *run, const struct cgroup_limits *l)
         r = write_file(run->dir[H_MEMORY], "memory.memsw.limit_in_bytes", v);
         if (r < 0 && r != -ENOENT)
                 return r;
-        /* v1 counts socket buffers only once a TCP limit is set, and then
-         * apart from memory.limit_in_bytes: cap them at a quarter of the
-         * memory limit, so a run holds at most 1.25 times it in all, and
-         * no run can push the host's tcp_mem into pressure. (v2 counts
-         * them in memory.max with the rest.) */
-        snprintf(v, sizeof(v), "%lld", (long long)CGROUP_V1_TCP_BYTES(l->memory_bytes));
+        snprintf(v, sizeof(v), "%lld", tcp);
         r = write_file(run->dir[H_MEMORY], "memory.kmem.tcp.limit_in_bytes", v);
         if (r < 0 && r != -ENOENT)
                 return r;

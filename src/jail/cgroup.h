@@ -13,8 +13,10 @@ enum cgroup_mode { CGROUP_NONE, CGROUP_V1, CGROUP_V2 };
 struct cgroup_root;
 struct cgroup_run;
 
-/* cgroup v1: socket buffers a run may hold, beside its memory limit. */
-#define CGROUP_V1_TCP_BYTES(memory) ((memory) / 4 > (8 << 20) ? (memory) / 4 : (8 << 20))
+/* cgroup v1 counts socket buffers apart from memory: a run's limit is
+ * split, at most min(limit / 8, 64 MiB) for socket buffers and the rest
+ * for its memory, so that both together stay within limits.memory. */
+#define CGROUP_V1_TCP_BYTES(memory) ((memory) / 8 < (64 << 20) ? (memory) / 8 : (64 << 20))
 
 struct cgroup_limits {
         int64_t memory_bytes;

@@ -18,6 +18,7 @@
 
 #include "base/fd.h"
 #include "base/util.h"
+#include "ipc/channel.h"
 #include "jail/jail.h"
 #include "jail/landlock.h"
 
@@ -36,22 +37,7 @@ static int sync_fd = -1;
 
 static int send_msg(int fd, const struct jail_sync_msg *m, int pass_fd)
 {
-        struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } u;
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (pass_fd >= 0) {
-                mh.msg_control = u.buf;
-                mh.msg_controllen = sizeof(u.buf);
-                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-        }
-        return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*m) ? 0 : -EPIPE;
+        return channel_send(fd, m, sizeof(*m), &pass_fd, pass_fd >= 0 ? 1 : 0) < 0 ? -EPIPE : 0;
 }
 
 static _Noreturn void fail(const char *step, int error)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "ipc/channel.h"
 #include "jail/jail.h"
 #include "jail/policy.h"
 
@@ -61,29 +62,16 @@ int jail_start(const struct jail_spec *s, bool sibling, struct jail_started *ret
 
 int jail_sync_recv(int sync, struct jail_sync_msg *m, int *ret_fd)
 {
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } u;
-        struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf)};
-        ssize_t n = RETRY_EINTR(recvmsg(sync, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT));
-        if (n < 0)
-                return -errno;
+        /* EOF (0): a cold child exec'd, or the child died; a message of
+         * another size, or with more than one fd, is -EPROTO with every
+         * fd that came with it closed */
+        size_t n = 0;
         *ret_fd = -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-                    c->cmsg_len == CMSG_LEN(sizeof(int)))
-                        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
-        if (n == 0 && *ret_fd < 0)
-                return 0; /* EOF: a cold child exec'd (or the child died) */
-        if (n != (ssize_t)sizeof(*m) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-                *ret_fd = safe_close(*ret_fd);
-                return -EPROTO;
-        }
+        int r = channel_recv(sync, m, sizeof(*m), ret_fd, 1, &n);
+        if (r <= 0 || n == 0)
+                *ret_fd = -1; /* on an error, channel_recv closed it */
+        if (r <= 0)
+                return r;
         m->step[sizeof(m->step) - 1] = '\0';
         return 1;
 }

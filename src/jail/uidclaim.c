@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/file.h"
+#include "base/strbuf.h"
 #include "base/util.h"
 
 #define CLAIM_DIR "/run/lockbox/uids"
@@ -21,15 +24,16 @@ static int lock_claims(void)
 }
 
 /* The range in a claim file, or -1. */
-static int read_claim(int dir, const char *name, unsigned long *first, unsigned long *last)
+static int read_claim(const char *name, unsigned long *first, unsigned long *last)
 {
-        _cleanup_close_ int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        char buf[64];
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-        if (n <= 0)
-                return -1;
-        buf[n] = '\0';
-        return sscanf(buf, "%lu %lu", first, last) == 2 ? 0 : -1;
+        char path[PATH_MAX];
+        struct strbuf sb = {0};
+        snprintf(path, sizeof(path), "%s/%s", CLAIM_DIR, name);
+        int r = file_read(path, O_NOFOLLOW, 64, &sb);
+        if (r == 0 && sscanf(sb.data ? sb.data : "", "%lu %lu", first, last) != 2)
+                r = -1;
+        strbuf_free(&sb);
+        return r < 0 ? -1 : 0;
 }
 
 /* A live daemon's claim overlapping first..last: its pid, else 0 (dead
@@ -47,8 +51,7 @@ static long find_overlap(uid_t first, uid_t last, unsigned long *ofirst, unsigne
                         unlinkat(dirfd(d), e->d_name, 0);
                         continue;
                 }
-                if (read_claim(dirfd(d), e->d_name, ofirst, olast) == 0 && *ofirst <= last &&
-                    first <= *olast)
+                if (read_claim(e->d_name, ofirst, olast) == 0 && *ofirst <= last && first <= *olast)
                         found = pid;
         }
         if (d)

@@ -15,7 +15,7 @@
 
 #include "ipc/proto.h"
 #include "jail/policy.h"
-#include "jailer/loop.h"
+#include "base/loop.h"
 
 struct config;
 struct cgroup_root;

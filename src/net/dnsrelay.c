@@ -3,7 +3,10 @@
  * query (its own connected socket, so a random source port and only the
  * upstream can answer it) or a TCP client, a small state machine that has
  * exactly one fd of interest at any time. Slots are fixed arrays sized at
- * start; per query only the copy kept for retries is allocated. */
+ * start; per query only the copy kept for retries is allocated. Each
+ * source (run address) has an entry in a small open-addressed table: its
+ * slots and its rate (GCRA: a theoretical arrival time that each query
+ * pushes on by 1/rate). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,7 +23,9 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/util.h"
+#include "net/dnsmsg.h"
 #include "net/dnsrelay.h"
 
 #define DNS_HEADER_SIZE 12
@@ -35,12 +40,36 @@
 #define MAX_TIMEOUT_MS 600000
 #define MAX_INFLIGHT 65536
 #define MAX_TCP 4096
+#define MAX_SOURCE_RATE 100000
+#define MAX_SOURCE_BURST 1000000
+
+/* The source table: a power of two, searched SOURCE_PROBES entries from
+ * the address's hash. Only run addresses get an entry, and an entry with
+ * no slot and a spent rate is taken over, so it does not fill up. */
+#define SOURCE_TABLE 4096
+#define SOURCE_PROBES 16
+
+const char *const dns_relay_refusal_names[DNS_REFUSALS] = {
+    [DNS_REFUSED_SOURCE] = "source",       [DNS_REFUSED_RESPONSE] = "response",
+    [DNS_REFUSED_MALFORMED] = "malformed", [DNS_REFUSED_OPCODE] = "opcode",
+    [DNS_REFUSED_QUESTION] = "question",   [DNS_REFUSED_RATE] = "rate",
+    [DNS_REFUSED_SHARE] = "share",         [DNS_REFUSED_EVICTED] = "evicted",
+};
+
+struct source {
+        uint32_t addr;     /* host order; 0: unused */
+        unsigned udp, tcp; /* slots held */
+        int64_t tat_us;    /* the rate's theoretical arrival time */
+        int64_t logged_ms; /* the last dns.refused line */
+        uint64_t unlogged; /* refusals since */
+};
 
 /* The fixed pollfd entries in front of the slots. */
 enum { PFD_STOP, PFD_UDP, PFD_TCP, PFD_FIXED };
 
 struct udp_query {
         int fd; /* connected to upstreams[up]; -1: the slot is free */
+        struct source *src;
         size_t up;
         int64_t deadline;
         struct sockaddr_storage client;
@@ -70,8 +99,12 @@ struct tcp_conn {
         enum tcp_state state;
         int fd;    /* the client */
         int up_fd; /* the current upstream attempt, or -1 */
+        struct source *src;
         size_t up;
         int64_t deadline;
+        int64_t end_of_life; /* no new query after this */
+        unsigned queries;    /* asked on this connection */
+        bool local;          /* the answer being written is the relay's own */
         struct frame query, answer;
 };
 
@@ -81,6 +114,12 @@ struct dns_relay {
         size_t n_upstreams;
         int timeout_ms;
         unsigned max_inflight, max_tcp;
+        struct netaddr_prefix runs;
+        unsigned source_inflight, source_tcp, source_burst;
+        int64_t source_interval_us;
+        struct source *sources;    /* SOURCE_TABLE entries */
+        int64_t foreign_logged_ms; /* the same for every peer that is not a run */
+        uint64_t foreign_unlogged;
         struct udp_query *udp;
         unsigned n_udp;
         struct tcp_conn *tcp;
@@ -91,7 +130,7 @@ struct dns_relay {
         struct pollfd *pfds;
         unsigned *owner;
         pthread_t thread;
-        _Atomic uint64_t queries, answers, timeouts, dropped;
+        _Atomic uint64_t queries, answers, timeouts, dropped, refused[DNS_REFUSALS];
         unsigned char buf[65536]; /* one datagram at a time */
 };
 
@@ -110,6 +149,100 @@ static bool would_block(int err)
         return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
 }
 
+/* ---- sources ------------------------------------------------------------- */
+
+/* The peer's address if it is a run's (AF_INET, from runs.addr + 2 to the
+ * broadcast address - 1), else 0. */
+static uint32_t run_address(const struct dns_relay *r, const struct sockaddr_storage *peer)
+{
+        if (peer->ss_family != AF_INET)
+                return 0;
+        uint32_t a = ntohl(((const struct sockaddr_in *)peer)->sin_addr.s_addr);
+        uint64_t off = (uint64_t)a - r->runs.addr;
+        return netaddr_contains(&r->runs, a) && off >= 2 && off + 1 < netaddr_size(&r->runs) ? a
+                                                                                             : 0;
+}
+
+/* For log lines: an IPv4 peer's address, else 0. */
+static uint32_t peer_address(const struct sockaddr_storage *peer)
+{
+        return peer->ss_family == AF_INET
+                   ? ntohl(((const struct sockaddr_in *)peer)->sin_addr.s_addr)
+                   : 0;
+}
+
+static bool source_idle(const struct source *s, int64_t now_us)
+{
+        return s->addr == 0 || (s->udp == 0 && s->tcp == 0 && s->tat_us <= now_us &&
+                                now_us / 1000 - s->logged_ms >= DNS_RELAY_LOG_INTERVAL_MS);
+}
+
+/* The entry of addr, made if need be; NULL when its probe window is all
+ * busy (more sources than the table holds). */
+static struct source *source_get(struct dns_relay *r, uint32_t addr, int64_t now_us)
+{
+        uint32_t h = (addr * 2654435761u) % SOURCE_TABLE;
+        struct source *spare = NULL;
+        for (unsigned i = 0; i < SOURCE_PROBES; i++) {
+                struct source *s = &r->sources[(h + i) % SOURCE_TABLE];
+                if (s->addr == addr)
+                        return s;
+                if (!spare && source_idle(s, now_us))
+                        spare = s;
+        }
+        if (spare)
+                *spare = (struct source){.addr = addr, .logged_ms = INT64_MIN / 2};
+        return spare;
+}
+
+/* Takes one query from the source's rate; false when it is spent. */
+static bool source_take(struct dns_relay *r, struct source *s, int64_t now_us)
+{
+        int64_t tat = s->tat_us > now_us ? s->tat_us : now_us;
+        if (tat + r->source_interval_us - now_us > (int64_t)r->source_burst * r->source_interval_us)
+                return false;
+        s->tat_us = tat + r->source_interval_us;
+        return true;
+}
+
+static void format_addr(uint32_t a, char *buf, size_t len)
+{
+        struct netaddr_prefix p = {.addr = a, .len = 32};
+        netaddr_format_prefix(&p, buf, len);
+}
+
+/* Counts a refusal, and logs it unless the source had a line lately. */
+static void refuse(struct dns_relay *r, struct source *s, uint32_t addr, enum dns_relay_refusal why)
+{
+        count(&r->refused[why]);
+        int64_t now = monotonic_ms();
+        int64_t *logged = s ? &s->logged_ms : &r->foreign_logged_ms;
+        uint64_t *unlogged = s ? &s->unlogged : &r->foreign_unlogged;
+        uint64_t n = ++*unlogged;
+        if (now - *logged < DNS_RELAY_LOG_INTERVAL_MS)
+                return;
+        char a[32];
+        format_addr(addr, a, sizeof(a));
+        log_warn(NULL, "dns.refused", "source=%s reason=%s refused=%llu run=%s", a,
+                 dns_relay_refusal_names[why], (unsigned long long)n, s ? "true" : "false");
+        *logged = now;
+        *unlogged = 0;
+}
+
+static enum dns_relay_refusal refusal_of(enum dns_msg_verdict v)
+{
+        switch (v) {
+        case DNS_MSG_DROP:
+                return DNS_REFUSED_RESPONSE;
+        case DNS_MSG_FORMERR:
+                return DNS_REFUSED_MALFORMED;
+        case DNS_MSG_NOTIMP:
+                return DNS_REFUSED_OPCODE;
+        default:
+                return DNS_REFUSED_QUESTION;
+        }
+}
+
 /* ---- UDP ----------------------------------------------------------------- */
 
 static void udp_release(struct dns_relay *r, struct udp_query *q)
@@ -117,6 +250,9 @@ static void udp_release(struct dns_relay *r, struct udp_query *q)
         q->fd = safe_close(q->fd);
         free(q->msg);
         q->msg = NULL;
+        if (q->src)
+                q->src->udp--;
+        q->src = NULL;
         r->n_udp--;
 }
 
@@ -170,12 +306,79 @@ static void udp_on_upstream(struct dns_relay *r, struct udp_query *q)
         }
 }
 
-static struct udp_query *udp_free_slot(struct dns_relay *r)
+/* A free slot; when there is none, the oldest query of the source
+ * holding the most, if it holds at least two more than src (its loss is
+ * counted as an eviction); else NULL. */
+static struct udp_query *udp_slot_for(struct dns_relay *r, const struct source *src)
 {
-        for (unsigned i = 0; i < r->max_inflight; i++)
-                if (r->udp[i].fd < 0)
-                        return &r->udp[i];
-        return NULL;
+        struct udp_query *victim = NULL;
+        for (unsigned i = 0; i < r->max_inflight; i++) {
+                struct udp_query *q = &r->udp[i];
+                if (q->fd < 0)
+                        return q;
+                if (!victim || q->src->udp > victim->src->udp ||
+                    (q->src->udp == victim->src->udp && q->deadline < victim->deadline))
+                        victim = q;
+        }
+        if (!victim || victim->src->udp < src->udp + 2)
+                return NULL;
+        refuse(r, victim->src, victim->src->addr, DNS_REFUSED_EVICTED);
+        udp_release(r, victim);
+        return victim;
+}
+
+/* Answers the query in r->buf (n bytes) with an error of its own. */
+static void udp_answer_locally(struct dns_relay *r, size_t n, size_t qend, enum dns_msg_verdict v,
+                               const struct sockaddr_storage *to, socklen_t to_len)
+{
+        size_t len = dns_msg_error(r->buf, n, qend, v, r->buf);
+        if (len)
+                (void)!sendto(r->udp_fd, r->buf, len, MSG_DONTWAIT, (const struct sockaddr *)to,
+                              to_len);
+}
+
+/* One datagram from a run: judged, then relayed or answered here. */
+static void udp_on_datagram(struct dns_relay *r, size_t n, const struct sockaddr_storage *from,
+                            socklen_t from_len)
+{
+        int64_t now_us = monotonic_us();
+        uint32_t addr = run_address(r, from);
+        if (!addr) {
+                refuse(r, NULL, peer_address(from), DNS_REFUSED_SOURCE);
+                return;
+        }
+        struct source *src = source_get(r, addr, now_us);
+        if (!src || !source_take(r, src, now_us)) {
+                refuse(r, src, addr, src ? DNS_REFUSED_RATE : DNS_REFUSED_SHARE);
+                return;
+        }
+        size_t qend;
+        enum dns_msg_verdict v = dns_msg_judge(r->buf, n, &qend);
+        if (v != DNS_MSG_PASS) {
+                refuse(r, src, addr, refusal_of(v));
+                if (v != DNS_MSG_DROP)
+                        udp_answer_locally(r, n, qend, v, from, from_len);
+                return;
+        }
+        struct udp_query *q = src->udp < r->source_inflight ? udp_slot_for(r, src) : NULL;
+        if (!q || !(q->msg = malloc(n))) {
+                refuse(r, src, addr, DNS_REFUSED_SHARE);
+                udp_answer_locally(r, n, qend, DNS_MSG_REFUSED, from, from_len);
+                return;
+        }
+        memcpy(q->msg, r->buf, n);
+        q->len = n;
+        q->client = *from;
+        q->client_len = from_len;
+        q->up = 0;
+        q->src = src;
+        src->udp++;
+        r->n_udp++;
+        count(&r->queries);
+        if (!udp_attempt(r, q)) {
+                count(&r->timeouts);
+                udp_release(r, q);
+        }
 }
 
 static void udp_on_query(struct dns_relay *r)
@@ -192,23 +395,11 @@ static void udp_on_query(struct dns_relay *r)
                                 return;
                         continue;
                 }
-                struct udp_query *q = NULL;
-                if (n < DNS_HEADER_SIZE || n > UDP_MAX_QUERY || r->n_udp >= r->max_inflight ||
-                    !(q = udp_free_slot(r)) || !(q->msg = malloc((size_t)n))) {
+                if (n < DNS_HEADER_SIZE || n > UDP_MAX_QUERY) {
                         count(&r->dropped);
                         continue;
                 }
-                memcpy(q->msg, r->buf, (size_t)n);
-                q->len = (size_t)n;
-                q->client = from;
-                q->client_len = from_len;
-                q->up = 0;
-                r->n_udp++;
-                count(&r->queries);
-                if (!udp_attempt(r, q)) {
-                        count(&r->timeouts);
-                        udp_release(r, q);
-                }
+                udp_on_datagram(r, (size_t)n, &from, from_len);
         }
 }
 
@@ -267,17 +458,28 @@ static void tcp_close(struct dns_relay *r, struct tcp_conn *c)
         c->up_fd = safe_close(c->up_fd);
         frame_reset(&c->query);
         frame_reset(&c->answer);
+        if (c->src)
+                c->src->tcp--;
+        c->src = NULL;
         c->state = TCP_FREE;
         r->n_tcp--;
 }
 
-/* Waits for the client's next query (a fresh timeout_ms * 2). */
+/* Waits for the client's next query (a fresh timeout_ms * 2, within the
+ * connection's life), or closes a connection that has had its share. */
 static void tcp_await_query(struct dns_relay *r, struct tcp_conn *c)
 {
+        int64_t now = monotonic_ms();
+        if (c->queries >= DNS_RELAY_TCP_QUERIES || now >= c->end_of_life) {
+                tcp_close(r, c);
+                return;
+        }
         frame_reset(&c->query);
         frame_reset(&c->answer);
         c->state = TCP_READ_QUERY;
-        c->deadline = monotonic_ms() + 2 * (int64_t)r->timeout_ms;
+        c->deadline = now + 2 * (int64_t)r->timeout_ms;
+        if (c->deadline > c->end_of_life)
+                c->deadline = c->end_of_life;
 }
 
 /* Connects to upstreams[c->up], or the next that can be tried. false when
@@ -312,6 +514,55 @@ static void tcp_next_upstream(struct dns_relay *r, struct tcp_conn *c)
         }
 }
 
+static void tcp_write_answer(struct dns_relay *r, struct tcp_conn *c);
+
+/* Answers the query read with an error of the relay's own. */
+static void tcp_answer_locally(struct dns_relay *r, struct tcp_conn *c, size_t qend,
+                               enum dns_msg_verdict v)
+{
+        const unsigned char *q = c->query.buf + 2;
+        size_t n = c->query.size - 2;
+        frame_reset(&c->answer);
+        c->answer.buf = malloc(2 + n);
+        if (!c->answer.buf) {
+                tcp_close(r, c);
+                return;
+        }
+        size_t len = dns_msg_error(q, n, qend, v, c->answer.buf + 2);
+        c->answer.buf[0] = (unsigned char)(len >> 8);
+        c->answer.buf[1] = (unsigned char)len;
+        c->answer.size = 2 + len;
+        c->local = true;
+        c->state = TCP_WRITE_ANSWER;
+        c->deadline = monotonic_ms() + 2 * (int64_t)r->timeout_ms;
+        tcp_write_answer(r, c);
+}
+
+/* A whole query from a run's connection: relayed, answered here, or (a
+ * response) the end of the connection. false when it is not relayed. */
+static bool tcp_judge(struct dns_relay *r, struct tcp_conn *c)
+{
+        struct source *src = c->src;
+        c->queries++;
+        size_t qend;
+        enum dns_msg_verdict v = dns_msg_judge(c->query.buf + 2, c->query.size - 2, &qend);
+        if (v == DNS_MSG_DROP) {
+                refuse(r, src, src->addr, DNS_REFUSED_RESPONSE);
+                tcp_close(r, c);
+                return false;
+        }
+        if (!source_take(r, src, monotonic_us())) {
+                refuse(r, src, src->addr, DNS_REFUSED_RATE);
+                tcp_answer_locally(r, c, qend, DNS_MSG_REFUSED);
+                return false;
+        }
+        if (v == DNS_MSG_PASS)
+                return true;
+        refuse(r, src, src->addr, refusal_of(v));
+        tcp_answer_locally(r, c, qend, v);
+        return false;
+}
+
 static void tcp_on_query_bytes(struct dns_relay *r, struct tcp_conn *c)
 {
         int k = frame_read(c->fd, &c->query);
@@ -324,6 +575,8 @@ static void tcp_on_query_bytes(struct dns_relay *r, struct tcp_conn *c)
                 tcp_close(r, c);
                 return;
         }
+        if (!tcp_judge(r, c))
+                return;
         count(&r->queries);
         c->up = 0;
         if (!tcp_attempt(r, c)) {
@@ -338,7 +591,9 @@ static void tcp_write_answer(struct dns_relay *r, struct tcp_conn *c)
         if (k < 0) {
                 tcp_close(r, c);
         } else if (k > 0) {
-                count(&r->answers);
+                if (!c->local)
+                        count(&r->answers);
+                c->local = false;
                 tcp_await_query(r, c);
         }
 }
@@ -425,10 +680,64 @@ static void tcp_on_timeout(struct dns_relay *r, struct tcp_conn *c)
         }
 }
 
+/* A free connection slot; when there is none, a connection of the
+ * source holding the most (an idle one if it has one), if it holds at
+ * least two more than src (counted as an eviction); else NULL. */
+static struct tcp_conn *tcp_slot_for(struct dns_relay *r, const struct source *src)
+{
+        struct tcp_conn *victim = NULL;
+        for (unsigned i = 0; i < r->max_tcp; i++) {
+                struct tcp_conn *c = &r->tcp[i];
+                if (c->state == TCP_FREE)
+                        return c;
+                bool idle = c->state == TCP_READ_QUERY && c->query.done == 0;
+                bool victim_idle =
+                    victim && victim->state == TCP_READ_QUERY && victim->query.done == 0;
+                if (!victim || c->src->tcp > victim->src->tcp ||
+                    (c->src->tcp == victim->src->tcp && idle && !victim_idle))
+                        victim = c;
+        }
+        if (!victim || victim->src->tcp < src->tcp + 2)
+                return NULL;
+        refuse(r, victim->src, victim->src->addr, DNS_REFUSED_EVICTED);
+        tcp_close(r, victim);
+        return victim;
+}
+
+/* A new connection: a run's, within its share, gets a slot. */
+static void tcp_on_connection(struct dns_relay *r, int fd, const struct sockaddr_storage *peer)
+{
+        int64_t now_us = monotonic_us();
+        uint32_t addr = run_address(r, peer);
+        if (!addr) {
+                safe_close(fd);
+                refuse(r, NULL, peer_address(peer), DNS_REFUSED_SOURCE);
+                return;
+        }
+        struct source *src = source_get(r, addr, now_us);
+        struct tcp_conn *c = src && src->tcp < r->source_tcp ? tcp_slot_for(r, src) : NULL;
+        if (!c) {
+                safe_close(fd);
+                refuse(r, src, addr, DNS_REFUSED_SHARE);
+                return;
+        }
+        *c = (struct tcp_conn){.fd = fd,
+                               .up_fd = -1,
+                               .src = src,
+                               .end_of_life = now_us / 1000 +
+                                              (int64_t)DNS_RELAY_TCP_LIFE_TIMEOUTS * r->timeout_ms};
+        src->tcp++;
+        r->n_tcp++;
+        tcp_await_query(r, c);
+}
+
 static void tcp_on_accept(struct dns_relay *r)
 {
         for (int i = 0; i < LISTEN_BATCH; i++) {
-                int fd = accept4(r->tcp_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                struct sockaddr_storage peer = {0};
+                socklen_t peer_len = sizeof(peer);
+                int fd = accept4(r->tcp_fd, (struct sockaddr *)&peer, &peer_len,
+                                 SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (fd < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
                             errno == ENOMEM)
@@ -437,18 +746,7 @@ static void tcp_on_accept(struct dns_relay *r)
                                 continue; /* ECONNABORTED and the like: that one only */
                         return;
                 }
-                struct tcp_conn *c = NULL;
-                for (unsigned k = 0; k < r->max_tcp && !c; k++)
-                        if (r->tcp[k].state == TCP_FREE)
-                                c = &r->tcp[k];
-                if (!c) {
-                        safe_close(fd);
-                        count(&r->dropped);
-                        continue;
-                }
-                *c = (struct tcp_conn){.fd = fd, .up_fd = -1};
-                r->n_tcp++;
-                tcp_await_query(r, c);
+                tcp_on_connection(r, fd, &peer);
         }
 }
 
@@ -577,6 +875,7 @@ static void relay_free(struct dns_relay *r)
         safe_close(r->stop_fd);
         free(r->udp);
         free(r->tcp);
+        free(r->sources);
         free(r->pfds);
         free(r->owner);
         free(r);
@@ -619,7 +918,11 @@ static int check_config(const struct dns_relay_config *cfg)
             cfg->n_upstreams > DNS_RELAY_MAX_UPSTREAMS || cfg->timeout_ms < 1 ||
             cfg->timeout_ms > MAX_TIMEOUT_MS || (cfg->udp_fd < 0 && cfg->tcp_fd < 0) ||
             cfg->max_inflight < 1 || cfg->max_inflight > MAX_INFLIGHT || cfg->max_tcp < 1 ||
-            cfg->max_tcp > MAX_TCP)
+            cfg->max_tcp > MAX_TCP || cfg->runs.len < 1 || cfg->runs.len > 30 ||
+            cfg->source_rate < 1 || cfg->source_rate > MAX_SOURCE_RATE || cfg->source_burst < 1 ||
+            cfg->source_burst > MAX_SOURCE_BURST || cfg->source_inflight < 1 ||
+            cfg->source_inflight > cfg->max_inflight || cfg->source_tcp < 1 ||
+            cfg->source_tcp > cfg->max_tcp)
                 return -EINVAL;
         for (size_t i = 0; i < cfg->n_upstreams; i++) {
                 const struct sockaddr_storage *u = &cfg->upstreams[i];
@@ -647,12 +950,20 @@ static int relay_alloc(const struct dns_relay_config *cfg, struct dns_relay **re
         r->timeout_ms = cfg->timeout_ms;
         r->max_inflight = cfg->max_inflight;
         r->max_tcp = cfg->max_tcp;
+        r->runs = cfg->runs;
+        r->runs.addr &= r->runs.len ? ~(uint32_t)0 << (32 - r->runs.len) : 0;
+        r->source_inflight = cfg->source_inflight;
+        r->source_tcp = cfg->source_tcp;
+        r->source_burst = cfg->source_burst;
+        r->source_interval_us = 1000000 / cfg->source_rate;
+        r->foreign_logged_ms = INT64_MIN / 2;
+        r->sources = calloc(SOURCE_TABLE, sizeof(*r->sources));
         size_t n_pfds = PFD_FIXED + (size_t)cfg->max_inflight + cfg->max_tcp;
         r->udp = calloc(cfg->max_inflight, sizeof(*r->udp));
         r->tcp = calloc(cfg->max_tcp, sizeof(*r->tcp));
         r->pfds = calloc(n_pfds, sizeof(*r->pfds));
         r->owner = calloc(n_pfds, sizeof(*r->owner));
-        if (!r->udp || !r->tcp || !r->pfds || !r->owner)
+        if (!r->udp || !r->tcp || !r->pfds || !r->owner || !r->sources)
                 return -ENOMEM;
         for (unsigned i = 0; i < cfg->max_inflight; i++)
                 r->udp[i].fd = -1;
@@ -711,4 +1022,6 @@ void dns_relay_counts(const struct dns_relay *r, struct dns_relay_counts *ret)
             .timeouts = atomic_load_explicit(&r->timeouts, memory_order_relaxed),
             .dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed),
         };
+        for (size_t i = 0; i < DNS_REFUSALS; i++)
+                ret->refused[i] = atomic_load_explicit(&r->refused[i], memory_order_relaxed);
 }

@@ -20,6 +20,9 @@ const char *const egress_reason_names[EGRESS_REASONS] = {
     [EGRESS_MULTICAST] = "multicast",
     [EGRESS_RUNS] = "runs",
     [EGRESS_EGRESS_ONLY] = "egress_only",
+    [EGRESS_DNS_RATE] = "dns_rate",
+    [EGRESS_CONNECTIONS] = "connections",
+    [EGRESS_CONN_RATE] = "connection_rate",
 };
 
 /* The default denials, by reason, in the order they are checked. */
@@ -86,7 +89,12 @@ static void append_sets(struct strbuf *sets, struct strbuf *rules, const char *n
 
 /* One chain per reason: count, log (at most 50 a second, so a flood costs
  * nothing but the counter), refuse. The limit is a match of its own rule:
- * over it, that rule ends and the next one still refuses. */
+ * over it, that rule ends and the next one still refuses. Two reasons
+ * drop instead of refusing: a run over its DNS rate (an ICMP error per
+ * datagram of a flood would only add to it), and a connection over the
+ * rate (TCP sends its SYN again a second later and gets through once the
+ * run is back under the rate, as a burst of a scraper should; the program
+ * sees a delay, not an error). */
 static void append_deny_chains(struct strbuf *out, unsigned log_group)
 {
         for (size_t i = 0; i < EGRESS_REASONS; i++) {
@@ -97,8 +105,72 @@ static void append_deny_chains(struct strbuf *out, unsigned log_group)
                                        "    limit rate 50/second burst 50 packets log prefix "
                                        "\"%s\" group %u snaplen 64\n",
                                        r, log_group);
-                strbuf_appends(out, "    goto refuse\n  }\n");
+                bool drop = i == EGRESS_DNS_RATE || i == EGRESS_CONN_RATE;
+                strbuf_appends(out, drop ? "    drop\n  }\n" : "    goto refuse\n  }\n");
         }
+}
+
+/* Elements of the per-run sets: one per run address with connections of
+ * late. A subnet larger than a /16 gets the 65536 of a /16 (nft's own
+ * default is 65535): elements leave as their connections expire, but an
+ * address that found the set full would go unbounded until they do. */
+static unsigned bound_set_size(const struct egress_policy *p)
+{
+        uint64_t n = netaddr_size(&p->subnet);
+        return n > 65536 ? 65536 : (unsigned)n;
+}
+
+/* The sets of the per-run bounds, keyed by the run's address: its tracked
+ * connections (nf_conncount: an element goes when its count falls to 0)
+ * and its rate of new ones (an element goes a minute after the address
+ * last opened one). */
+static void append_bound_sets(struct strbuf *out, const struct egress_policy *p)
+{
+        if (p->max_connections)
+                strbuf_appendf(
+                    out, "  set run_connections { type ipv4_addr; size %u; flags dynamic; }\n",
+                    bound_set_size(p));
+        if (p->new_per_second)
+                strbuf_appendf(out,
+                               "  set run_new_connections { type ipv4_addr; size %u; "
+                               "flags dynamic,timeout; timeout 60s; }\n",
+                               bound_set_size(p));
+}
+
+/* The per-run bounds, in prerouting: they see every connection a run
+ * opens, to the world and to the host (DNS) alike, before the policy. A
+ * packet of a connection conntrack already holds (confirmed: its first
+ * packet was let through) passes, whatever its state: the bounds count
+ * conntrack entries, not packets (a one-way UDP flow stays "new" to
+ * conntrack until it sees a reply). The first packet of a new entry then
+ * takes a token of its address's rate, then is counted with the entries
+ * its address holds (ct count: TCP connections that have closed are not
+ * counted; UDP entries are, until they expire, 30 s unanswered, 120 s once
+ * both sides have talked for 2 s). Every NATed connection is one of these
+ * entries, so the masquerade ports a run holds to one destination are
+ * bounded too. A refused first packet never confirms its entry, and the
+ * count drops it on its next walk. */
+static void append_bounds(struct strbuf *out, const struct egress_policy *p, const char *subnet)
+{
+        if (!p->max_connections && !p->new_per_second)
+                return;
+        strbuf_appendf(out,
+                       "  chain bounds {\n"
+                       "    type filter hook prerouting priority -5; policy accept;\n"
+                       "    ip saddr != %s accept\n"
+                       "    ct status confirmed accept\n",
+                       subnet);
+        if (p->new_per_second)
+                strbuf_appendf(out,
+                               "    update @run_new_connections { ip saddr limit rate over "
+                               "%u/second burst %u packets } goto deny_connection_rate\n",
+                               p->new_per_second, p->new_per_second);
+        if (p->max_connections)
+                strbuf_appendf(out,
+                               "    add @run_connections { ip saddr ct count over %u } "
+                               "goto deny_connections\n",
+                               p->max_connections);
+        strbuf_appends(out, "  }\n");
 }
 
 int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
@@ -126,7 +198,15 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
         for (size_t i = 0; i < EGRESS_REASONS; i++)
                 strbuf_appendf(out, "  counter %s { }\n", egress_reason_names[i]);
         strbuf_append(out, sets.data ? sets.data : "", sets.len);
+        /* each run address's DNS rate (dns_to_gateway), forgotten 10 s
+         * after its last packet */
+        strbuf_appends(out, "  set dns_udp { type ipv4_addr; size 65536; flags dynamic,timeout; "
+                            "timeout 10s; }\n"
+                            "  set dns_syn { type ipv4_addr; size 65536; flags dynamic,timeout; "
+                            "timeout 10s; }\n");
+        append_bound_sets(out, p);
         append_deny_chains(out, p->log_group);
+        append_bounds(out, p, subnet);
         strbuf_appendf(out,
                        "  chain refuse {\n"
                        "    meta l4proto tcp reject with tcp reset\n"
@@ -135,10 +215,24 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "  chain input {\n"
                        "    type filter hook input priority -5; policy accept;\n"
                        "    meta nfproto ipv6 iifname \"lbx*\" drop\n"
+                       "    ip daddr %s meta l4proto { tcp, udp } th dport 53 goto dns_to_gateway\n"
                        "    ip saddr %s jump run_to_host\n"
                        "  }\n"
+                       /* the relay serves runs only: a run's address, on a
+                        * run's link, the one its route goes through (no
+                        * run speaks as another); from the host itself (lo),
+                        * a neighbour or a container: dropped */
+                       "  chain dns_to_gateway {\n"
+                       "    iifname != \"lbx*\" drop\n"
+                       "    ip saddr != %s drop\n"
+                       "    fib saddr . iif oif missing drop\n"
+                       "    meta l4proto udp update @dns_udp { ip saddr limit rate over "
+                       "%u/second burst %u packets } goto deny_dns_rate\n"
+                       "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr limit rate "
+                       "over %u/second burst %u packets } goto deny_dns_rate\n"
+                       "    accept\n"
+                       "  }\n"
                        "  chain run_to_host {\n"
-                       "    ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n"
                        "%s"
                        "    goto deny_host\n"
                        "  }\n"
@@ -149,8 +243,9 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "    ip daddr %s ip saddr %s goto deny_runs\n"
                        "    ip daddr %s drop\n"
                        "    ip saddr %s jump egress\n",
-                       subnet, gw, always.data ? always.data : "", subnet, subnet, subnet, subnet,
-                       subnet);
+                       gw, subnet, subnet, EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
+                       EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
+                       always.data ? always.data : "", subnet, subnet, subnet, subnet, subnet);
         if (p->drop_foreign_forwarding)
                 strbuf_appends(out, "    iifname != \"lbx*\" oifname != \"lbx*\" drop\n");
         strbuf_appends(out, "  }\n"

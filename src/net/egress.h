@@ -2,8 +2,10 @@
  * run may send to the host (DNS to the gateway only), to other runs
  * (nothing) and to the world (public addresses, minus the default denials,
  * plus network.allow; or only network.egress_only), and the NAT that takes
- * runs' traffic out. Built as text (unit-tested) and loaded atomically
- * with libnftables; its named counters count refusals by reason. */
+ * runs' traffic out, with per-run bounds on tracked connections (so on
+ * conntrack entries and NAT ports) and on new connections per second.
+ * Built as text (unit-tested) and loaded atomically with libnftables; its
+ * named counters count refusals by reason. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,8 +23,20 @@ enum egress_reason {
         EGRESS_MULTICAST,   /* 224.0.0.0/4, 240.0.0.0/4 (broadcast among them) */
         EGRESS_RUNS,        /* another run */
         EGRESS_EGRESS_ONLY, /* not in network.egress_only */
+        EGRESS_DNS_RATE,    /* DNS to the gateway over a run's rate (dropped, not refused) */
+        EGRESS_CONNECTIONS, /* the run holds network.max_connections already */
+        EGRESS_CONN_RATE,   /* over network.new_connections_per_second */
         EGRESS_REASONS
 };
+
+/* The kernel's share of the DNS relay for each run address, on top of
+ * the relay's own (net/dnsrelay.h): UDP queries and new TCP connections
+ * to the gateway's port 53 a second, and the burst. Looser than the
+ * relay's rate, so the relay counts and answers a run over its share;
+ * this bound keeps a flood from filling the relay socket's queue, where
+ * it would crowd out other runs' queries before the relay sees them. */
+#define EGRESS_DNS_RATE_PER_SECOND 400
+#define EGRESS_DNS_RATE_BURST 800
 
 /* Metric label of each reason: "host", "private", "link_local"... */
 extern const char *const egress_reason_names[EGRESS_REASONS];
@@ -39,6 +53,8 @@ struct egress_policy {
         size_t n_always;
         bool drop_foreign_forwarding; /* we turned forwarding on: keep others' off */
         unsigned log_group;           /* nfnetlink_log group for refusals, 0: none */
+        unsigned max_connections;     /* tracked connections per run address, 0: no bound */
+        unsigned new_per_second;      /* new connections per second per run address, 0: none */
 };
 
 /* The whole table as nft input, replacing any table of that name. */

@@ -600,6 +600,8 @@ int net_open(const struct config *c, struct net **ret, char *err, size_t errlen)
         }
         n->policy.subnet = n->subnet;
         n->policy.gateway = net_gateway(n);
+        n->policy.max_connections = (unsigned)c->net_max_connections;
+        n->policy.new_per_second = (unsigned)c->net_new_connections_per_second;
         int r = open_steps(n, c, err, errlen);
         if (r < 0) {
                 net_close(n);

@@ -14,8 +14,10 @@
 #include "config/config.h"
 
 /* What any interpreter on a Debian-like host needs: /usr (merged-/usr
- * symlinks are recreated), the loader cache, CA certificates, zone info
- * and the tiny databases libc consults. /etc/resolv.conf and /etc/hosts
+ * symlinks are recreated), the loader cache, CA certificates, zone info,
+ * the tiny databases libc consults, and /etc/alternatives, through whose
+ * symlinks Debian resolves BLAS, LAPACK and other libraries (numpy needs
+ * libblas.so.3 from there; it holds only symlinks). /etc/resolv.conf and /etc/hosts
  * are copied by the jail, passwd/group generated. */
 static const char *const system_paths[] = {
     "/usr",
@@ -28,6 +30,7 @@ static const char *const system_paths[] = {
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
+    "/etc/alternatives",
     "/etc/ssl",
     "/etc/ca-certificates",
     "/etc/localtime",
@@ -35,6 +38,10 @@ static const char *const system_paths[] = {
     "/etc/mime.types",
     "/etc/services",
     "/etc/protocols",
+    /* Debian's configuration of libraries runs import: matplotlib does not
+     * load without its matplotlibrc, fontconfig reads /etc/fonts */
+    "/etc/matplotlibrc",
+    "/etc/fonts",
 };
 
 void runtime_strv_free(char **v)

@@ -1,4 +1,4 @@
-"""The HTTP API as Dify and operators see it (SPEC section 2, docs/API.md):
+"""The HTTP API as Dify and operators see it (docs/API.md):
 routes, auth, dependency routes, form bodies, trace ids, concurrency,
 keep-alive, max_requests and allowed_syscalls."""
 import http.client

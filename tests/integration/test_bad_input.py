@@ -1,4 +1,4 @@
-"""Bad input (SPEC section 8): every malformed request gets a clear JSON
+"""Bad input (docs/API.md, errors): every malformed request gets a clear JSON
 error and nothing else happens; the service keeps serving after each."""
 import json
 import socket
@@ -280,7 +280,7 @@ def test_malformed_http_keeps_serving(daemon, name):
 # headers are lockbox's to answer, in JSON.
 @pytest.mark.parametrize("name", ["huge_header"])
 def test_malformed_http_gets_one_json_error(daemon, name):
-    """SPEC 2 and 8: every response body is JSON, and every malformed
+    """Every response body is JSON, and every malformed
     request lockbox can see gets a clear JSON error."""
     s = socket.create_connection(("127.0.0.1", daemon.port), timeout=scaled(5))
     raw = b""

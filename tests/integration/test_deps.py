@@ -1,4 +1,4 @@
-"""The Python dependency layer (issue 5, SPEC section 6, docs/API.md).
+"""The Python dependency layer (docs/API.md, docs/ARCHITECTURE.md).
 
 Wheels are built offline during the test from throwaway packages; daemons
 install them from a wheel directory (`dependencies.wheel_dir`) or from a
@@ -298,6 +298,18 @@ def test_empty_or_absent_file_installs_nothing(lockboxd_factory, wheels, text):
     assert layers_on_disk(d) == []
     r = d.run_data("import demo_alpha")
     assert "No module named 'demo_alpha'" in r["stderr"], r
+
+
+def test_empty_requirements_path_means_no_packages(lockboxd_factory, wheels):
+    """python_requirements: "" is what CONFIG.md says it is: no packages
+    (it was refused at start with "must not be empty")."""
+    d = lockboxd_factory(_requirements=None,
+                         dependencies={"wheel_dir": wheels, "python_requirements": ""})
+    assert ready_deps(wait_ready(d)) == "ok"
+    data = listing(d)
+    assert data["dependencies"] == [] and data["last_install"]["status"] == "ok", data
+    assert "deps.installing" not in d.log
+    assert d.run_data("print(6 * 7)")["stdout"] == "42\n"
 
 
 def test_failed_install_at_start_up_keeps_serving(lockboxd_factory, wheels):

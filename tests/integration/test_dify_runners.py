@@ -2,8 +2,8 @@
 Dify's template transformers build them (python3, javascript, jinja2), sent
 as Dify sends them, and the result is judged and extracted as Dify does
 (non-200, `code != 0` or a non-empty `data.error` is a failure; the text
-between the first and the last <<RESULT>> is the result). SPEC section 3:
-"Dify's python3, jinja2 and javascript runner scripts must work unchanged"."""
+between the first and the last <<RESULT>> is the result). Dify's python3,
+jinja2 and javascript runner scripts must work unchanged."""
 import base64
 import http.client
 import json

@@ -24,7 +24,7 @@ def http():
 
 
 def test_every_lab_address_is_routed_into_the_lab(lab):
-    for addr in nl.LAB_HOSTS + (nl.LAB_HOST6, "203.0.113.100", "203.0.113.139"):
+    for addr in nl.LAB_HOSTS + nl.SINK_HOSTS + (nl.LAB_HOST6,):
         lab.assert_routed(addr)
 
 
@@ -92,7 +92,7 @@ def test_big_answer_is_truncated_over_udp_and_whole_over_tcp(lab):
     assert nl.dns_query("big.lab.test") == (0, True, [])
     rcode, tc, addrs = nl.dns_query("big.lab.test", tcp=True)
     assert (rcode, tc) == (0, False)
-    assert addrs == [f"203.0.113.{100 + i}" for i in range(40)]
+    assert addrs == list(nl.SINK_HOSTS)
     for a in (addrs[0], addrs[-1]):  # never anywhere but the lab
         lab.assert_routed(a)
 
@@ -118,3 +118,49 @@ def test_host_service_on_several_addresses(lab):
         assert svc.peers == ["127.0.0.1", lab.host_addr]
     finally:
         svc.close()
+
+
+def test_lab_routes_only_single_addresses(lab):
+    """The host's routes into the lab are /32 (/128) each: no range of the
+    host's (a package mirror in TEST-NET-3, say) is taken over."""
+    link_net = f"{nl.ADDRS['link'].split('/')[0]}/30"  # the veth's own, from its address
+    routes = [dst for _, dst in nl.lab_routes(lab.pid) if dst != link_net and not dst.startswith("fe80:")
+              and not dst.startswith("fd7e:57ab:1::")]
+    assert routes and all("/" not in dst for dst in routes), routes
+    assert len(routes) == len(nl.ALLOWED_ROUTES)
+
+
+def test_lab_refuses_addresses_the_host_uses():
+    """Each way an address can be in use is found, and the message names
+    the address and the variable that chooses others."""
+    a, b, c, d, e = nl.PUBLIC, nl.PUBLIC2, nl.PRIVATE, nl.DNS_ADDR, nl.SINK_HOSTS[5]
+    found = nl.lab_conflicts(
+        nl.routed_addresses(), host_addrs={a}, routes=[("203.0.113.0/24", "dev eth1, table main")],
+        hosts_text=f"127.0.0.1 localhost\n{c} mirror.example\n", resolv_text=f"nameserver {d}\n",
+        peers={e})
+    why = {}
+    for addr, reason in found:
+        why.setdefault(addr, []).append(reason)
+    assert "an address of this host" in why[a]
+    assert any("203.0.113.0/24" in r for r in why[b]) and any("203.0.113.0/24" in r for r in why[e])
+    assert why[c] == ["named in /etc/hosts or /etc/resolv.conf"]
+    assert why[d] == ["named in /etc/hosts or /etc/resolv.conf"]
+    assert "the peer of an open socket of this host" in why[e]
+    assert nl.lab_conflicts(nl.routed_addresses(), set(), [], "", "", set()) == []
+
+
+def test_lab_addresses_can_be_chosen_and_keep_their_kind():
+    got = nl.lab_addresses("public=198.51.100.7, sink=198.51.100.100, private=10.9.9.9")
+    assert (got["public"], got["sink"], got["private"]) == ("198.51.100.7", "198.51.100.100", "10.9.9.9")
+    assert got["public2"] == nl.DEFAULTS["public2"]
+    for bad in ("public=10.1.2.3", "private=203.0.113.9", "metadata=10.0.0.1", "nosuch=1.2.3.4",
+                "link=198.18.0.0/29", "sink=10.0.0.1", "sink=126.255.255.250"):
+        with pytest.raises(ValueError, match=nl.ADDRS_ENV):
+            nl.lab_addresses(bad)
+
+
+def test_lab_start_refuses_a_collision(monkeypatch):
+    """start() refuses before building anything when an address is in use."""
+    monkeypatch.setattr(nl, "host_state", lambda: ({nl.PUBLIC}, [], "", "", set()))
+    with pytest.raises(RuntimeError, match=f"(?s){nl.PUBLIC}: an address of this host.*{nl.ADDRS_ENV}"):
+        nl.check_lab_addresses()

@@ -1,6 +1,5 @@
 """Node.js runs (`language: nodejs`): the code is a CommonJS module named
-<code> run by /usr/bin/node behind the same jail as Python (SPEC sections
-3 and 4). Features a Dify code node uses work; process creation stops the
+<code> run by /usr/bin/node behind the same jail as Python (docs/SECURITY.md). Features a Dify code node uses work; process creation stops the
 run and names the call; native code cannot be loaded; the jail, the
 network switch and the limits behave as for Python."""
 import base64

@@ -140,6 +140,36 @@ def test_requests_httpx_jinja2_importable(daemon):
     assert d["stdout"] == "requests httpx jinja2\nHello lockbox! 1,2,3,\n"
 
 
+SCIENTIFIC = """
+    import io
+    import numpy, pandas
+    df = pandas.DataFrame({"city": ["a", "b", "a"], "n": [1, 2, 4]})
+    print(df.groupby("city")["n"].sum().to_dict(), float(numpy.linalg.norm([3.0, 4.0])))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [2, 4, 1])
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    print(buf.getvalue()[:8] == b"\\x89PNG\\r\\n\\x1a\\n", len(buf.getvalue()) > 1000)
+"""
+
+
+def test_debians_scientific_stack_works_in_a_run(lockboxd_factory):
+    """What works for python3 -c on the host works in a run: numpy (BLAS
+    and LAPACK through /etc/alternatives), a pandas sum, a matplotlib chart
+    saved to PNG in memory. scripts/install-deps installs the packages."""
+    import subprocess
+    host = subprocess.run(["/usr/bin/python3", "-c", textwrap.dedent(SCIENTIFIC)],
+                          capture_output=True, text=True, timeout=120)
+    assert host.returncode == 0, f"not installed on the host (scripts/install-deps): {host.stderr}"
+    d = lockboxd_factory(worker_timeout=60)
+    r = d.run_data(code(SCIENTIFIC))
+    assert (r["status"], r["exit_code"]) == ("ok", 0), r
+    assert r["stdout"] == host.stdout == "{'a': 5, 'b': 2} 5.0\nTrue True\n", (r, host.stdout)
+
+
 def test_dify_jinja2_template_runner_shape(daemon):
     """Dify's template-transform runner: a jinja2 template and inputs, both
     base64, the rendering between <<RESULT>> markers."""

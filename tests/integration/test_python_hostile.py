@@ -1,4 +1,4 @@
-"""Hostile snippets and their expected verdicts (SPEC sections 3 and 4):
+"""Hostile snippets and their expected verdicts (docs/SECURITY.md):
 no new processes, no exec, kill-list syscalls stop the run and are named,
 the run sees only its own jail (files, pids, identity, environment)."""
 import os

@@ -15,6 +15,11 @@ typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn, const char *file);
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Descriptors open in this process (for "nothing leaked" checks), or -1. */
+int test_open_fds(void);
+/* All len bytes of buf to fd, piece bytes per call (0: as many as it
+ * takes); sockets with MSG_NOSIGNAL. 0 or -1. */
+int test_write_all(int fd, const void *buf, size_t len, size_t piece);
 extern bool test_failed;
 /* Only for a case that truly needs root (two accounts, chown to root):
  * without it, say why and skip the case; the runner counts it as

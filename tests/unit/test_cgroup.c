@@ -84,8 +84,8 @@ TEST(cgroup_read_keyed_edges)
 
 TEST(cgroup_v1_tcp_allowance)
 {
-        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(0), 8 << 20);
-        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(16 << 20), 8 << 20);   /* a quarter is below 8 MiB */
-        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(32LL << 20), 8 << 20); /* exactly 8 MiB */
-        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(1LL << 30), 256 << 20);
+        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(0), 0);
+        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(16 << 20), 2 << 20); /* an eighth */
+        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(512LL << 20), 64 << 20);
+        EXPECT_INT_EQ(CGROUP_V1_TCP_BYTES(1LL << 30), 64 << 20); /* at most 64 MiB */
 }

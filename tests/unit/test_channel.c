@@ -1,8 +1,8 @@
 /* Unit tests for ipc/channel.c over socketpairs: a message and its fds
  * arrive whole and close-on-exec; a message of the wrong size, one cut by
  * the buffer, or more fds than asked for is a protocol error that leaves
- * no received fd open; EOF, an empty queue and a gone peer. */
-#include <dirent.h>
+ * no received fd open; EOF, an empty queue and a gone peer; the jail's
+ * sync channel on top of it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -10,24 +10,13 @@
 #include <unistd.h>
 
 #include "ipc/channel.h"
+#include "jail/jail.h"
 #include "test.h"
 
 struct msg {
         uint32_t a, b;
         char text[16];
 };
-
-static int count_open_fds(void)
-{
-        DIR *d = opendir("/proc/self/fd");
-        if (!d)
-                return -1;
-        int n = 0;
-        while (readdir(d))
-                n++;
-        closedir(d);
-        return n;
-}
 
 static void seqpacket_pair(int sv[2])
 {
@@ -105,12 +94,12 @@ TEST(channel_short_message_is_refused_and_its_fds_closed)
         EXPECT_ERRNO(channel_send(sv[0], &half, sizeof(half), p, 2), 0);
         close(p[0]);
         close(p[1]);
-        int before = count_open_fds();
+        int before = test_open_fds();
         struct msg m;
         int rfds[2];
         size_t nf = 0;
         EXPECT_ERRNO(channel_recv(sv[1], &m, sizeof(m), rfds, 2, &nf), -EPROTO);
-        EXPECT_INT_EQ(count_open_fds(), before);
+        EXPECT_INT_EQ(test_open_fds(), before);
         /* a later, well-formed message still comes through */
         struct msg ok = {.a = 1};
         EXPECT_ERRNO(channel_send(sv[0], &ok, sizeof(ok), NULL, 0), 0);
@@ -127,12 +116,12 @@ TEST(channel_long_message_is_refused_whole)
         memset(big, 'b', sizeof(big));
         EXPECT_ERRNO(channel_send(sv[0], big, sizeof(big), &p[0], 1), 0);
         close(p[0]);
-        int before = count_open_fds();
+        int before = test_open_fds();
         struct msg m;
         int fd = -1;
         size_t nf = 0;
         EXPECT_ERRNO(channel_recv(sv[1], &m, sizeof(m), &fd, 1, &nf), -EPROTO);
-        EXPECT_INT_EQ(count_open_fds(), before);
+        EXPECT_INT_EQ(test_open_fds(), before);
         /* the rest of that message is not read as the next one */
         EXPECT_ERRNO(channel_recv(sv[1], &m, sizeof(m), &fd, 1, &nf), -EAGAIN);
 }
@@ -145,15 +134,15 @@ TEST(channel_more_fds_than_asked_is_refused_and_all_closed)
         struct msg m = {0};
         int fds[] = {p[0], p[1], p[0]};
         EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), fds, 3), 0);
-        int before = count_open_fds();
+        int before = test_open_fds();
         int rfds[1] = {-1};
         size_t nf = 0;
         EXPECT_ERRNO(channel_recv(sv[1], &m, sizeof(m), rfds, 1, &nf), -EPROTO);
-        EXPECT_INT_EQ(count_open_fds(), before);
+        EXPECT_INT_EQ(test_open_fds(), before);
         /* fds where none are expected: refused too */
         EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), fds, 1), 0);
         EXPECT_ERRNO(channel_recv(sv[1], &m, sizeof(m), rfds, 0, &nf), -EPROTO);
-        EXPECT_INT_EQ(count_open_fds(), before);
+        EXPECT_INT_EQ(test_open_fds(), before);
 }
 
 TEST(channel_send_limits_and_gone_peer)
@@ -175,4 +164,35 @@ TEST(channel_send_limits_and_gone_peer)
         seqpacket_pair(sv);
         close(sv[1]);
         EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), NULL, 0), -EPIPE);
+}
+
+/* The jail's sync channel goes through the same code: a message with the
+ * one descriptor it may carry arrives, one with two is refused and leaves
+ * neither open (jail/spawn.c once kept the descriptors of a control
+ * message of an unexpected size, unreported). */
+TEST(channel_jail_sync_takes_one_fd_at_most)
+{
+        int sv[2], p[2];
+        seqpacket_pair(sv);
+        EXPECT_INT_EQ(pipe2(p, O_CLOEXEC), 0);
+        struct jail_sync_msg m = {.type = 3, .error = 0, .step = "listener"}, got;
+        int fd = -2;
+        EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), &p[0], 1), 0);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), 1);
+        EXPECT_INT_OP(fd, >=, 0);
+        EXPECT_STR_EQ(got.step, "listener");
+        close(fd);
+        int before = test_open_fds();
+        EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), p, 2), 0);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), -EPROTO);
+        EXPECT_INT_EQ(fd, -1);
+        EXPECT_INT_EQ(test_open_fds(), before);
+        EXPECT_ERRNO(channel_send(sv[0], &m, sizeof(m), NULL, 0), 0);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), 1);
+        EXPECT_INT_EQ(fd, -1);
+        close(sv[0]);
+        EXPECT_INT_EQ(jail_sync_recv(sv[1], &got, &fd), 0); /* EOF */
+        close(sv[1]);
+        close(p[0]);
+        close(p[1]);
 }

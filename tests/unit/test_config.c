@@ -4,7 +4,10 @@
  * generated docs (docs/CONFIG.md must match config_doc()). */
 #include <errno.h>
 #include <seccomp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -630,6 +633,14 @@ TEST(config_env_overrides_lockbox_names)
         config_free(&c);
 }
 
+TEST(config_empty_requirements_path_is_no_packages)
+{
+        struct config c;
+        EXPECT_INT_EQ(load(&c, "dependencies:\n  python_requirements: \"\"\n", NULL), 0);
+        EXPECT_STR_EQ(c.python_requirements, "");
+        config_free(&c);
+}
+
 TEST(config_env_empty_is_unset_and_errors_name_the_variable)
 {
         struct config c;
@@ -762,6 +773,16 @@ TEST(config_missing_file)
         EXPECT_STR_EQ(err, "/nonexistent/lockbox.yaml: No such file or directory");
         EXPECT_INT_EQ(config_load(&c, "/", NULL, err, sizeof(err)), -EISDIR);
         EXPECT_STR_EQ(err, "/: Is a directory");
+        /* a FIFO is refused, not waited on: start-up never hangs on it */
+        char fifo[] = "/tmp/lockbox-test-fifo-XXXXXX";
+        EXPECT_NOT_NULL(mkdtemp(fifo));
+        char path[64];
+        snprintf(path, sizeof(path), "%s/config.yaml", fifo);
+        EXPECT_INT_EQ(mkfifo(path, 0600), 0);
+        EXPECT_INT_EQ(config_load(&c, path, NULL, err, sizeof(err)), -EINVAL);
+        EXPECT_TRUE(strstr(err, ": not a regular file") != NULL);
+        unlink(path);
+        rmdir(fifo);
         config_free(&c);
 }
 

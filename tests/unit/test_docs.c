@@ -9,15 +9,19 @@
  * configuration's never list. Each fails naming the
  * file and what differs; run from the repository root (make unit). */
 #include <ctype.h>
+#include <ftw.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/file.h"
 #include "base/strbuf.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "config/schema.h"
 #include "daemon/daemon.h"
 #include "http/metrics.h"
 #include "http/server.h"
@@ -25,6 +29,7 @@
 #include "ipc/stats.h"
 #include "jail/policy.h"
 #include "jailer/internal.h"
+#include "net/dnsrelay.h"
 #include "test.h"
 
 /* ---- reading the docs ------------------------------------------------- */
@@ -117,8 +122,38 @@ static void expect_same(const struct names *doc, const struct names *code, const
 
 /* ---- /metrics (docs/API.md) ------------------------------------------- */
 
+/* A DNS relay on a loopback socket of the kernel's choosing, asked
+ * nothing: its counters are what /metrics shows of it. */
+static struct dns_relay *idle_relay(void)
+{
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_storage up = {0};
+        memcpy(&up, &a, sizeof(a));
+        ((struct sockaddr_in *)&up)->sin_port = htons(53);
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct dns_relay_config c = {.udp_fd = fd,
+                                     .tcp_fd = -1,
+                                     .upstreams = &up,
+                                     .n_upstreams = 1,
+                                     .timeout_ms = 100,
+                                     .max_inflight = 1,
+                                     .max_tcp = 1,
+                                     .runs = {0x7f000000, 8},
+                                     .source_rate = 1,
+                                     .source_burst = 1,
+                                     .source_inflight = 1,
+                                     .source_tcp = 1};
+        struct dns_relay *r = NULL;
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+            dns_relay_start(&c, &r) < 0) {
+                safe_close(fd);
+                return NULL;
+        }
+        return r;
+}
+
 /* Every family /metrics can show: a shared page with figures in it, a
- * dependency layer, every process's memory. malloc'd. */
+ * dependency layer, every process's memory, the DNS relay. malloc'd. */
 static char *render_everything(char *dir)
 {
         int fd = -1;
@@ -137,7 +172,13 @@ static char *render_everything(char *dir)
         fclose(f);
         metrics_init(s, dir);
         metrics_run(LANG_PYTHON3, "syscall_denied", "ptrace", false, 1000, 1000);
+        struct dns_relay *relay = idle_relay();
+        if (!relay)
+                return NULL;
+        metrics_set_dns_relay(relay);
         char *t = metrics_render(0);
+        metrics_set_dns_relay(NULL);
+        dns_relay_stop(relay);
         unlink(path);
         rmdir(dir);
         return t;
@@ -328,16 +369,70 @@ TEST(docs_deploy_capabilities_are_the_ones_lockboxd_checks)
         for (const char *close = strchr(a, ')'); next_quoted(&a, close, name, sizeof(name));)
                 names_add(&listed, name);
         expect_same(&listed, &code, "docs/ARCHITECTURE.md's capabilities");
-        /* every way of running the image DEPLOY.md and the repository give
-         * adds each of them */
-        _cleanup_free_ char *dockerfile = doc_read("Dockerfile");
-        _cleanup_free_ char *compose = doc_read("deploy/docker-compose.yaml");
-        for (size_t i = 0; i < code.n; i++) {
-                const char *bare = code.v[i] + strlen("CAP_");
-                doc_says(deploy, "docs/DEPLOY.md", "--cap-add %s ", bare);
-                doc_says(dockerfile, "Dockerfile", "--cap-add %s ", bare);
-                doc_says(compose, "deploy/docker-compose.yaml", "- %s ", bare);
+}
+
+/* Each span of text from `from` to the next `to`, in order: fn(span, len)
+ * for every one; how many there were. */
+static size_t each_span(const char *text, const char *from, const char *to,
+                        void (*fn)(const char *what, const char *span, size_t len),
+                        const char *what)
+{
+        size_t n = 0;
+        for (const char *a = text; a && (a = strstr(a, from)); a += strlen(from), n++) {
+                const char *b = strstr(a + strlen(from), to);
+                fn(what, a, b ? (size_t)(b - a) : strlen(a));
         }
+        return n;
+}
+
+/* The full set every way of starting the service must grant: what
+ * lockboxd checks at start, and CAP_NET_ADMIN, which runs with network
+ * need (Dify asks for network on every run). */
+static struct names needed_caps;
+static const char *cap_prefix; /* "--cap-add " and the like, before the bare name and a space */
+
+static void span_grants_all(const char *what, const char *span, size_t len)
+{
+        for (size_t i = 0; i < needed_caps.n; i++) {
+                char want[96];
+                const char *bare = needed_caps.v[i] + strlen("CAP_");
+                snprintf(want, sizeof(want), "%s%s ", cap_prefix, bare);
+                if (!memmem(span, len, want, strlen(want)))
+                        test_fail(__FILE__, __LINE__, "%s: a recipe lacks \"%s\": %.*s", what, want,
+                                  (int)(len < 160 ? len : 160), span);
+        }
+}
+
+static void recipes_grant_all(const char *path, const char *from, const char *to,
+                              const char *prefix, size_t at_least)
+{
+        _cleanup_free_ char *text = doc_read(path);
+        cap_prefix = prefix;
+        size_t n = text ? each_span(text, from, to, span_grants_all, path) : 0;
+        if (n < at_least)
+                test_fail(__FILE__, __LINE__, "%s: %zu recipes (\"%s\"), expected at least %zu",
+                          path, n, from, at_least);
+}
+
+/* Every recipe that starts the service (the README, DEPLOY.md, the
+ * Dockerfile, the compose file, the Kubernetes manifest, the systemd
+ * unit) grants every capability the image needs, CAP_NET_ADMIN included:
+ * DEPLOY.md's docker run line once lacked it, and its daemon refused
+ * every run with network. */
+TEST(docs_every_recipe_grants_every_capability)
+{
+        needed_caps = (struct names){0};
+        for (size_t i = 0; daemon_needed_cap(i); i++)
+                names_add(&needed_caps, daemon_needed_cap(i));
+        names_add(&needed_caps, "CAP_NET_ADMIN");
+        recipes_grant_all("docs/DEPLOY.md", "docker run -d", "lockbox:", "--cap-add ", 1);
+        recipes_grant_all("README.md", "docker run -d", "lockbox:", "--cap-add ", 0);
+        recipes_grant_all("Dockerfile", "docker run -d", "lockbox:", "--cap-add ", 1);
+        recipes_grant_all("deploy/docker-compose.yaml", "cap_add:", "security_opt:", "- ", 1);
+        recipes_grant_all("deploy/kubernetes/20-deployment.yaml", "add:", "seccompProfile", "- ",
+                          1);
+        recipes_grant_all("deploy/lockboxd.service", "CapabilityBoundingSet=", "NoNewPrivileges",
+                          "CAP_", 1);
 }
 
 /* ---- HTTP limits (http/server.h) -------------------------------------- */
@@ -440,4 +535,129 @@ TEST(docs_architecture_states_the_jailers_deadlines_and_backoff)
         EXPECT_UINT_EQ(backoff_ms(2), 2 * BACKOFF_FIRST_MS);
         EXPECT_UINT_EQ(backoff_ms(3), 4 * BACKOFF_FIRST_MS);
         EXPECT_UINT_EQ(backoff_ms(1000), BACKOFF_MAX_MS);
+}
+
+/* ---- configuration sections and variables (config/schema.c) ---------- */
+
+/* The reference's own sections: every other one is lockbox's. */
+static bool reference_section(const char *name, size_t len)
+{
+        return (len == 3 && strncmp(name, "app", 3) == 0) ||
+               (len == 5 && strncmp(name, "proxy", 5) == 0);
+}
+
+static void quoted_between(const char *text, const char *from, const char *to, struct names *ret)
+{
+        const char *a = text ? strstr(text, from) : NULL;
+        const char *end = a ? strstr(a, to) : NULL;
+        char name[64];
+        if (!a || !end) {
+                test_fail(__FILE__, __LINE__, "no \"%s\" ... \"%s\"", from, to);
+                return;
+        }
+        while (next_quoted(&a, end, name, sizeof(name)))
+                names_add(ret, name);
+}
+
+/* The README's and CONFIG.md's lists of lockbox's sections are the
+ * schema's, and every key of those sections has the derived LOCKBOX_
+ * variable CONFIG.md promises (server.log_format once had LOG_FORMAT). */
+TEST(docs_config_sections_and_variables_are_the_schemas)
+{
+        struct names code = {0}, readme = {0}, config = {0};
+        for (size_t i = 0; i < schema_n_rows; i++) {
+                const struct schema_row *row = &schema_rows[i];
+                size_t len = schema_section_len(row->name);
+                if (len == 0 || reference_section(row->name, len))
+                        continue;
+                char section[64];
+                snprintf(section, sizeof(section), "%.*s", (int)len, row->name);
+                names_add(&code, section);
+                char env[128], want[128];
+                size_t k = (size_t)snprintf(want, sizeof(want), "LOCKBOX_");
+                for (const char *p = row->name; *p && k + 1 < sizeof(want); p++)
+                        want[k++] = *p == '.' ? '_' : (char)toupper((unsigned char)*p);
+                want[k] = '\0';
+                EXPECT_INT_EQ(schema_env_name(row, env, sizeof(env)), 0);
+                if (strcmp(env, want) != 0)
+                        test_fail(__FILE__, __LINE__, "%s: variable %s, CONFIG.md promises %s",
+                                  row->name, env, want);
+        }
+        _cleanup_free_ char *rd = doc_read("README.md");
+        _cleanup_free_ char *cf = doc_read("docs/CONFIG.md");
+        quoted_between(rd, "New sections", "hold lockbox's own settings", &readme);
+        quoted_between(cf, "lockbox's own settings live in the", "sections.", &config);
+        expect_same(&readme, &code, "README.md's configuration sections");
+        expect_same(&config, &code, "docs/CONFIG.md's configuration sections");
+}
+
+/* TESTING.md says what make test runs, in the Makefile's order. */
+TEST(docs_testing_states_make_tests_order)
+{
+        _cleanup_free_ char *mk = doc_read("Makefile");
+        _cleanup_free_ char *doc = doc_read("docs/TESTING.md");
+        const char *t = mk ? strstr(mk, " test: ") : NULL;
+        EXPECT_NOT_NULL(t);
+        if (!t)
+                return;
+        t += strlen(" test: ");
+        const char *end = strchr(t, '#');
+        struct strbuf want;
+        strbuf_init(&want, 0);
+        strbuf_appends(&want, "`make test` | ");
+        /* the prerequisites, as `a`, `b`, ... */
+        for (const char *p = t; p < end;) {
+                size_t n = strcspn(p, " ");
+                if (n == 0) {
+                        p++;
+                        continue;
+                }
+                if (p + n > end)
+                        n = (size_t)(end - p);
+                strbuf_appendf(&want, "%s`%.*s`", want.len > strlen("`make test` | ") ? ", " : "",
+                               (int)n, p);
+                p += n;
+        }
+        doc_says(doc, "docs/TESTING.md", "%s", want.data);
+        strbuf_free(&want);
+}
+
+/* ---- the repository stands on its own -------------------------------- */
+
+/* Phrases that point outside the repository (the design documents it
+ * was built from are not part of a clone), split so this file does not
+ * hold them whole. */
+static const char *const outside[][2] = {{"../", "shared"}, {"SPEC ", "section"}};
+static size_t n_outside_hits;
+
+static int scan_for_outside(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+        if (type == FTW_D &&
+            (strcmp(path + ftw->base, "build") == 0 || strcmp(path + ftw->base, ".git") == 0 ||
+             strcmp(path + ftw->base, "corpus") == 0))
+                return FTW_SKIP_SUBTREE;
+        if (type != FTW_F || st->st_size > (1 << 20))
+                return FTW_CONTINUE;
+        _cleanup_free_ char *text = doc_read(path);
+        for (size_t i = 0; text && i < ELEMENTSOF(outside); i++) {
+                char phrase[64];
+                snprintf(phrase, sizeof(phrase), "%s%s", outside[i][0], outside[i][1]);
+                if (strstr(text, phrase)) {
+                        test_fail(__FILE__, __LINE__, "%s cites \"%s\", which a clone lacks", path,
+                                  phrase);
+                        n_outside_hits++;
+                }
+        }
+        return FTW_CONTINUE;
+}
+
+TEST(docs_repository_cites_nothing_outside_it)
+{
+        static const char *const roots[] = {"src",      "tests",     "docs", "bench",
+                                            "scripts",  "deploy",    "conf", "README.md",
+                                            "Makefile", "Dockerfile"};
+        n_outside_hits = 0;
+        for (size_t i = 0; i < ELEMENTSOF(roots); i++)
+                EXPECT_INT_EQ(nftw(roots[i], scan_for_outside, 16, FTW_PHYS | FTW_ACTIONRETVAL), 0);
+        EXPECT_SIZE_EQ(n_outside_hits, 0);
 }

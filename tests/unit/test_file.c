@@ -37,7 +37,7 @@ TEST(file_read_refuses_what_is_not_a_regular_file)
 {
         struct strbuf sb;
         EXPECT_INT_EQ(file_read("/dev/null", 0, 64, &sb), -EINVAL);
-        EXPECT_INT_EQ(file_read("/tmp", 0, 64, &sb), -EINVAL);
+        EXPECT_INT_EQ(file_read("/tmp", 0, 64, &sb), -EISDIR);
 }
 
 TEST(file_read_fd_to_the_end_and_past_the_limit)

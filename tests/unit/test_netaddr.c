@@ -88,8 +88,26 @@ TEST(egress_default_policy_denies_by_reason_and_lets_dns_to_the_gateway)
                                "    meta nfproto ipv6 iifname \"lbx*\" drop\n");
         EXPECT_STR_CONTAINS(t, "hook forward priority -5; policy accept;\n"
                                "    meta nfproto ipv6 iifname \"lbx*\" drop\n");
-        EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.1 meta l4proto { tcp, udp } th dport 53 accept\n"
-                               "    goto deny_host");
+        /* DNS to the gateway: before anything else, from runs only (their
+         * links, their addresses, each its own), within a rate per run */
+        EXPECT_STR_CONTAINS(t, "    meta nfproto ipv6 iifname \"lbx*\" drop\n"
+                               "    ip daddr 10.191.0.1 meta l4proto { tcp, udp } th dport 53 goto "
+                               "dns_to_gateway\n"
+                               "    ip saddr 10.191.0.0/16 jump run_to_host\n");
+        EXPECT_STR_CONTAINS(t, "  chain dns_to_gateway {\n"
+                               "    iifname != \"lbx*\" drop\n"
+                               "    ip saddr != 10.191.0.0/16 drop\n"
+                               "    fib saddr . iif oif missing drop\n"
+                               "    meta l4proto udp update @dns_udp { ip saddr limit rate over "
+                               "400/second burst 800 packets } goto deny_dns_rate\n"
+                               "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr "
+                               "limit rate over 400/second burst 800 packets } goto "
+                               "deny_dns_rate\n"
+                               "    accept\n  }\n");
+        EXPECT_STR_CONTAINS(t, "  chain run_to_host {\n    goto deny_host\n  }\n");
+        /* over the rate: counted and dropped, never answered */
+        EXPECT_STR_CONTAINS(t, "  chain deny_dns_rate {\n    counter name dns_rate\n"
+                               "    drop\n  }\n");
         EXPECT_STR_CONTAINS(t, "ip daddr 10.191.0.0/16 ip saddr 10.191.0.0/16 goto deny_runs");
         EXPECT_STR_CONTAINS(t, "{ 127.0.0.0/8, 0.0.0.0/8 } goto deny_loopback");
         EXPECT_STR_CONTAINS(t, "{ 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 } "
@@ -103,7 +121,7 @@ TEST(egress_default_policy_denies_by_reason_and_lets_dns_to_the_gateway)
         EXPECT_STR_CONTAINS(t, "ip saddr 10.191.0.0/16 ip daddr != 10.191.0.0/16 masquerade");
         EXPECT_STR_CONTAINS(t, "meta l4proto tcp reject with tcp reset");
         /* forwarding of others is left alone unless we turned it on */
-        EXPECT_TRUE(strstr(t, "iifname != \"lbx*\"") == NULL);
+        EXPECT_TRUE(strstr(t, "iifname != \"lbx*\" oifname") == NULL);
         free(t);
 }
 
@@ -127,7 +145,7 @@ TEST(egress_allow_entries_come_before_the_denials)
                                "192.168.0.0/16 } }");
         EXPECT_STR_CONTAINS(t, "elements = { 10.0.0.9 . tcp . 3128, 10.0.0.9 . udp . 3128 }");
         /* a proxy on an address of the host is open too, and only its port */
-        EXPECT_STR_CONTAINS(t, "th dport 53 accept\n"
+        EXPECT_STR_CONTAINS(t, "  chain run_to_host {\n"
                                "    ip daddr . meta l4proto . th dport @always_port accept\n"
                                "    goto deny_host");
         EXPECT_TRUE(strstr(t, "@always_port accept") < strstr(t, "@allow_net accept"));
@@ -167,6 +185,56 @@ TEST(egress_refusals_are_logged_to_the_group_at_a_bounded_rate)
         EXPECT_STR_CONTAINS(t, "  chain deny_link_local {\n    counter name link_local\n"
                                "    limit rate 50/second burst 50 packets log prefix "
                                "\"link_local\" group 20042 snaplen 64\n    goto refuse\n  }\n");
+        free(t);
+}
+
+TEST(egress_bounds_count_and_rate_each_run_address_before_the_policy)
+{
+        struct egress_policy p = {.table = "lockbox_1",
+                                  .subnet = {0x0abf0000, 16},
+                                  .gateway = 0x0abf0001,
+                                  .log_group = 20042,
+                                  .max_connections = 1000,
+                                  .new_per_second = 200};
+        char *t = ruleset(&p);
+        /* one element per run address at most; rate elements expire */
+        EXPECT_STR_CONTAINS(t, "  set run_connections { type ipv4_addr; size 65536; "
+                               "flags dynamic; }\n");
+        EXPECT_STR_CONTAINS(t, "  set run_new_connections { type ipv4_addr; size 65536; "
+                               "flags dynamic,timeout; timeout 60s; }\n");
+        /* in prerouting, so DNS to the gateway counts too; packets of a
+         * connection conntrack holds pass; the rate, then the count */
+        EXPECT_STR_CONTAINS(t, "  chain bounds {\n"
+                               "    type filter hook prerouting priority -5; policy accept;\n"
+                               "    ip saddr != 10.191.0.0/16 accept\n"
+                               "    ct status confirmed accept\n"
+                               "    update @run_new_connections { ip saddr limit rate over "
+                               "200/second burst 200 packets } goto deny_connection_rate\n"
+                               "    add @run_connections { ip saddr ct count over 1000 } "
+                               "goto deny_connections\n  }\n");
+        /* over the count: refused; over the rate: dropped (TCP tries again) */
+        EXPECT_STR_CONTAINS(t, "  chain deny_connections {\n    counter name connections\n"
+                               "    limit rate 50/second burst 50 packets log prefix "
+                               "\"connections\" group 20042 snaplen 64\n    goto refuse\n  }\n");
+        EXPECT_STR_CONTAINS(t, "  chain deny_connection_rate {\n"
+                               "    counter name connection_rate\n"
+                               "    limit rate 50/second burst 50 packets log prefix "
+                               "\"connection_rate\" group 20042 snaplen 64\n    drop\n  }\n");
+        EXPECT_STR_CONTAINS(t, "  counter connections { }\n  counter connection_rate { }\n");
+        free(t);
+        /* a smaller subnet, a smaller set; 0 leaves its bound out */
+        p.subnet = (struct netaddr_prefix){0x0abf0000, 24};
+        p.new_per_second = 0;
+        t = ruleset(&p);
+        EXPECT_STR_CONTAINS(t, "set run_connections { type ipv4_addr; size 256;");
+        EXPECT_STR_CONTAINS(t, "    ct status confirmed accept\n"
+                               "    add @run_connections { ip saddr ct count over 1000 }");
+        EXPECT_TRUE(strstr(t, "run_new_connections") == NULL);
+        free(t);
+        p.max_connections = 0;
+        t = ruleset(&p);
+        EXPECT_TRUE(strstr(t, "hook prerouting") == NULL);
+        EXPECT_TRUE(strstr(t, "set run_") == NULL);
         free(t);
 }
 

@@ -1,6 +1,6 @@
 /* The jailer's event loop (see loop.h): epoll, and each event's watch
  * called with its data. */
-#include "jailer/loop.h"
+#include "base/loop.h"
 
 #include <errno.h>
 #include <stdlib.h>

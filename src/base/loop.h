@@ -1,6 +1,7 @@
-/* The jailer's event loop: one epoll set whose every watch is a callback
- * and its data (as libuv's and sd-event's), so the loop knows nothing of
- * what it serves. Single-threaded. */
+/* An event loop: one epoll set whose every watch is a callback and its
+ * data (as libuv's and sd-event's), so the loop knows nothing of what it
+ * serves. Single-threaded. The jailer runs on it, and so do the modules
+ * below the jailer that it drives (deps). */
 #pragma once
 
 #include <stdint.h>
