@@ -4,8 +4,10 @@ multicast memberships, flow labels, sockets) either is refused to the run
 or makes the namespace go. And whatever a run leaves in its namespace, the
 namespace's link and address are gone within seconds of the run's end.
 
-Each run prints the inode of its network namespace (os.readlink of
-/proc/self/ns/net), which tells when a later run got the same one."""
+Each run prints its network namespace's cookie (NS below), which tells
+when a later run got the same namespace; the daemon is the shared one, and
+the runs that follow a changing run are spaced so that namespaces settle
+and serve again (the tests check that some did)."""
 import os
 import subprocess
 import textwrap
