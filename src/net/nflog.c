@@ -12,18 +12,19 @@
 #include <netinet/ip.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/util.h"
 #include "net/nflog.h"
+#include "net/nlreq.h"
 
 #define COPY_BYTES 64
 
-static struct nlmsghdr *config_msg(char *buf, uint16_t group)
+static struct nlmsghdr *config_msg(char *buf, uint32_t *seq, uint16_t group)
 {
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-        nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+        struct nlmsghdr *nlh =
+            nlreq_header(buf, seq, (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG, 0);
         struct nfgenmsg *g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
         g->nfgen_family = AF_INET;
         g->version = NFNETLINK_V0;
@@ -31,34 +32,23 @@ static struct nlmsghdr *config_msg(char *buf, uint16_t group)
         return nlh;
 }
 
-static int transact(struct mnl_socket *nl, struct nlmsghdr *nlh)
-{
-        char buf[8192];
-        if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-                return -errno;
-        ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-        if (n < 0)
-                return -errno;
-        int r = mnl_cb_run(buf, (size_t)n, 0, mnl_socket_get_portid(nl), NULL, NULL);
-        return r == MNL_CB_ERROR ? -errno : 0;
-}
-
 /* Bind the group, copy the start of each packet, send each at once. */
 static int bind_group(struct mnl_socket *nl, uint16_t group)
 {
         char buf[256];
-        struct nlmsghdr *nlh = config_msg(buf, group);
+        uint32_t seq = (uint32_t)time(NULL);
+        struct nlmsghdr *nlh = config_msg(buf, &seq, group);
         struct nfulnl_msg_config_cmd cmd = {.command = NFULNL_CFG_CMD_BIND};
         mnl_attr_put(nlh, NFULA_CFG_CMD, sizeof(cmd), &cmd);
-        int r = transact(nl, nlh);
+        int r = nlreq_transact(nl, nlh);
         if (r < 0)
                 return r;
-        nlh = config_msg(buf, group);
+        nlh = config_msg(buf, &seq, group);
         struct nfulnl_msg_config_mode mode = {.copy_range = htonl(COPY_BYTES),
                                               .copy_mode = NFULNL_COPY_PACKET};
         mnl_attr_put(nlh, NFULA_CFG_MODE, sizeof(mode), &mode);
         mnl_attr_put_u32(nlh, NFULA_CFG_QTHRESH, htonl(1));
-        return transact(nl, nlh);
+        return nlreq_transact(nl, nlh);
 }
 
 int nflog_open(uint16_t first, int *ret_fd, uint16_t *ret_group)

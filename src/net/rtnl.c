@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "net/nlreq.h"
 #include "net/rtnl.h"
 
 /* Large enough for the biggest request (a veth with its peer) and an ack. */
@@ -42,29 +43,12 @@ void rtnl_close(struct rtnl *r)
 
 static struct nlmsghdr *request(char *buf, struct rtnl *r, uint16_t type, uint16_t flags)
 {
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-        nlh->nlmsg_type = type;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-        nlh->nlmsg_seq = ++r->seq;
-        return nlh;
+        return nlreq_header(buf, &r->seq, type, flags);
 }
 
-/* Send and wait for the acknowledgement (or the error) of this request. */
 static int transact(struct rtnl *r, struct nlmsghdr *nlh)
 {
-        char buf[RTNL_BUF];
-        if (mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len) < 0)
-                return -errno;
-        for (;;) {
-                ssize_t n = mnl_socket_recvfrom(r->nl, buf, sizeof(buf));
-                if (n < 0)
-                        return errno == EINTR ? -EINTR : -errno;
-                int cb = mnl_cb_run(buf, (size_t)n, nlh->nlmsg_seq, r->portid, NULL, NULL);
-                if (cb == MNL_CB_ERROR)
-                        return -errno;
-                if (cb == MNL_CB_STOP)
-                        return 0;
-        }
+        return nlreq_transact(r->nl, nlh);
 }
 
 static struct ifinfomsg *put_ifinfo(struct nlmsghdr *nlh, int index, unsigned flags)
