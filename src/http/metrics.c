@@ -296,6 +296,44 @@ static void by_lang_and_network(struct strbuf *sb, const char *name, const char 
                                        atomic_load(&v[l][net]));
 }
 
+/* One family of the idle-namespace pools, by network mode. */
+static void by_network(struct strbuf *sb, const char *name, const char *type, const char *help,
+                       unsigned long v[2])
+{
+        header(sb, name, type, help);
+        for (int net = 0; net <= 1; net++)
+                strbuf_appendf(sb, "%s{network=\"%s\"} %lu\n", name, net ? "true" : "false",
+                               v[net]);
+}
+
+static void render_namespaces(struct strbuf *sb, const struct shared_stats *s)
+{
+        unsigned long v[2];
+#define LOAD(field) (v[0] = atomic_load(&s->field[0]), v[1] = atomic_load(&s->field[1]), v)
+        by_network(sb, "lockbox_netns_reused_total", "counter",
+                   "Run network namespaces that served another run (checked unchanged once "
+                   "settled).",
+                   LOAD(netns_reused));
+        by_network(sb, "lockbox_netns_changed_total", "counter",
+                   "Run network namespaces let go because their run changed what a later run "
+                   "could read of them.",
+                   LOAD(netns_changed));
+        by_network(sb, "lockbox_netns_sockets_destroyed_total", "counter",
+                   "Sockets runs left behind in their namespaces, destroyed after the run.",
+                   LOAD(netns_sockets_destroyed));
+        by_network(sb, "lockbox_netns_abandoned_total", "counter",
+                   "Ended namespaces let go with sockets that could not be destroyed.",
+                   LOAD(netns_abandoned));
+        by_network(sb, "lockbox_netns_idle", "gauge", "Run network namespaces ready for a run.",
+                   LOAD(netns_idle));
+        by_network(sb, "lockbox_netns_settling", "gauge",
+                   "Ended runs' namespaces waiting for their check.", LOAD(netns_settling));
+        by_network(sb, "lockbox_netns_lingering", "gauge",
+                   "Ended runs' namespaces kept while sockets left in them are destroyed.",
+                   LOAD(netns_lingering));
+#undef LOAD
+}
+
 static void render_pools(struct strbuf *sb)
 {
         const struct shared_stats *s = m.shared;
@@ -325,6 +363,7 @@ static void render_pools(struct strbuf *sb)
         for (size_t i = 0; i < EGRESS_REASONS; i++)
                 strbuf_appendf(sb, "lockbox_network_refused_total{reason=\"%s\"} %lu\n",
                                egress_reason_names[i], atomic_load(&s->net_refused[i]));
+        render_namespaces(sb, s);
 }
 
 static void render_dns(struct strbuf *sb)

@@ -26,6 +26,15 @@ struct shared_stats {
         /* resident bytes of lockboxd's own processes, refreshed each second;
          * 0 when none runs (the HTTP process reads no /proc) */
         atomic_llong rss[STATS_PROCS]; /* enum stats_proc */
+        /* the idle-namespace pools (net/nspool.h), [0] runs without
+         * network, [1] with; refreshed each second */
+        atomic_ulong netns_reused[2];
+        atomic_ulong netns_changed[2];
+        atomic_ulong netns_sockets_destroyed[2];
+        atomic_ulong netns_abandoned[2];
+        atomic_uint netns_idle[2];
+        atomic_uint netns_settling[2];
+        atomic_uint netns_lingering[2];
 };
 
 /* A zeroed page, mapped writable, or NULL; *ret_fd is its sealed memfd

@@ -198,7 +198,6 @@ static const char *const allow_names[] = {
     "shutdown",
     "getsockname",
     "getpeername",
-    "setsockopt",
     "getsockopt",
     "connect",
     "bind",
@@ -379,6 +378,59 @@ static int add_socketpair(scmp_filter_ctx ctx, int nr, const struct policy_opts 
         return eperm_otherwise(ctx, nr, 0);
 }
 
+#ifndef IPV6_FLOWLABEL_MGR
+#define IPV6_FLOWLABEL_MGR 32 /* linux/in6.h, which clashes with netinet/in.h */
+#endif
+
+static int add_setsockopt(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
+{
+        /* State a run would leave in its network namespace for the next
+         * run there, kept by kernel timers past the check at its end:
+         * multicast memberships and source filters (IGMP and MLD reports
+         * sent later from a timer; /proc/net/igmp, mcfilter), anycast
+         * addresses, and IPv6 flow labels (ip6_flowlabel, kept up to
+         * 150 s after their socket). EPERM; every other option is
+         * allowed. IPv4 options reach IPv6 sockets too (SOL_IP on an
+         * AF_INET6 socket), so the level alone decides. */
+        static const struct {
+                int level, optname;
+        } refused[] = {{SOL_IP, IP_ADD_MEMBERSHIP},
+                       {SOL_IP, IP_DROP_MEMBERSHIP},
+                       {SOL_IP, IP_UNBLOCK_SOURCE},
+                       {SOL_IP, IP_BLOCK_SOURCE},
+                       {SOL_IP, IP_ADD_SOURCE_MEMBERSHIP},
+                       {SOL_IP, IP_DROP_SOURCE_MEMBERSHIP},
+                       {SOL_IP, IP_MSFILTER},
+                       {SOL_IP, MCAST_JOIN_GROUP},
+                       {SOL_IP, MCAST_BLOCK_SOURCE},
+                       {SOL_IP, MCAST_UNBLOCK_SOURCE},
+                       {SOL_IP, MCAST_LEAVE_GROUP},
+                       {SOL_IP, MCAST_JOIN_SOURCE_GROUP},
+                       {SOL_IP, MCAST_LEAVE_SOURCE_GROUP},
+                       {SOL_IP, MCAST_MSFILTER},
+                       {SOL_IPV6, IPV6_ADD_MEMBERSHIP},
+                       {SOL_IPV6, IPV6_DROP_MEMBERSHIP},
+                       {SOL_IPV6, IPV6_JOIN_ANYCAST},
+                       {SOL_IPV6, IPV6_LEAVE_ANYCAST},
+                       {SOL_IPV6, IPV6_FLOWLABEL_MGR},
+                       {SOL_IPV6, MCAST_JOIN_GROUP},
+                       {SOL_IPV6, MCAST_BLOCK_SOURCE},
+                       {SOL_IPV6, MCAST_UNBLOCK_SOURCE},
+                       {SOL_IPV6, MCAST_LEAVE_GROUP},
+                       {SOL_IPV6, MCAST_JOIN_SOURCE_GROUP},
+                       {SOL_IPV6, MCAST_LEAVE_SOURCE_GROUP},
+                       {SOL_IPV6, MCAST_MSFILTER}};
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2,
+                                         SCMP_A1_64(SCMP_CMP_EQ, (uint64_t)refused[i].level),
+                                         SCMP_A2_64(SCMP_CMP_EQ, (uint64_t)refused[i].optname));
+                if (r < 0)
+                        return r;
+        }
+        /* libseccomp tries the exact rules first, then this one */
+        return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A1_64(SCMP_CMP_GE, 0));
+}
+
 static int add_ioctl(scmp_filter_ctx ctx, int nr, const struct policy_opts *o)
 {
         /* Terminal probes and fd flags only; TIOCSTI and friends never. */
@@ -470,6 +522,7 @@ static const struct arg_rule {
     {"vfork", add_fork},
     {"socket", add_socket},
     {"socketpair", add_socketpair},
+    {"setsockopt", add_setsockopt},
     {"ioctl", add_ioctl},
     {"prctl", add_prctl},
     {"prlimit64", add_prlimit},

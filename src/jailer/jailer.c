@@ -595,6 +595,26 @@ static void publish_memory(struct jailer *j)
                      resident_bytes(atomic_load(&j->env.stats->zygote_pid)));
 }
 
+/* What the idle-namespace pools did, [0] without network, [1] with. */
+static void publish_namespaces(struct jailer *j)
+{
+        struct shared_stats *st = j->env.stats;
+        for (int net = 0; net <= 1; net++) {
+                struct nspool_stats ps = {0};
+                if (net && j->env.net)
+                        net_pool_stats(j->env.net, &ps);
+                else if (!net && j->env.emptyns)
+                        emptyns_pool_stats(j->env.emptyns, &ps);
+                atomic_store(&st->netns_reused[net], ps.reused);
+                atomic_store(&st->netns_changed[net], ps.changed);
+                atomic_store(&st->netns_sockets_destroyed[net], ps.sockets_destroyed);
+                atomic_store(&st->netns_abandoned[net], ps.abandoned);
+                atomic_store(&st->netns_idle[net], ps.idle);
+                atomic_store(&st->netns_settling[net], ps.settling);
+                atomic_store(&st->netns_lingering[net], ps.lingering);
+        }
+}
+
 static void on_tick(void *data, uint32_t events)
 {
         struct jailer *j = data;
@@ -607,6 +627,7 @@ static void on_tick(void *data, uint32_t events)
         reap_strays(j);
         runs_publish_refused(j->runs);
         publish_memory(j);
+        publish_namespaces(j);
 }
 
 static void on_refusals(void *data, uint32_t events)
@@ -649,9 +670,12 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         warm_refill(j->warm);
         warm_publish(j->warm);
         while (!(j->http_gone && runs_empty(j->runs) && !warm_zygote_alive(j->warm))) {
-                int timeout = loop_timeout_ms(j), wait = warm_refill_wait_ms(j->warm);
-                if (wait >= 0 && (timeout < 0 || wait < timeout))
-                        timeout = wait;
+                int timeout = loop_timeout_ms(j);
+                int waits[] = {warm_refill_wait_ms(j->warm), net_wait_ms(j->env.net),
+                               emptyns_wait_ms(j->env.emptyns)};
+                for (size_t i = 0; i < ELEMENTSOF(waits); i++)
+                        if (waits[i] >= 0 && (timeout < 0 || waits[i] < timeout))
+                                timeout = waits[i];
                 int n = loop_run_once(j->env.loop, timeout);
                 if (n < 0 && n != -EINTR) {
                         log_error(NULL, "jailer.epoll", "error=%s", log_q(strerror(-n)));
@@ -659,6 +683,8 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
                         return 1;
                 }
                 runs_sweep(j->runs);
+                net_tick(j->env.net); /* namespaces settled: serve again or go */
+                emptyns_tick(j->env.emptyns);
                 warm_sweep(j->warm);
                 serve_pending(j);
                 warm_refill(j->warm);

@@ -1,4 +1,5 @@
-/* Empty network namespaces kept for runs without network (emptyns.h). */
+/* Empty network namespaces kept for runs without network (emptyns.h), in
+ * an idle-namespace pool (nspool.h). */
 #include "net/emptyns.h"
 
 #include <errno.h>
@@ -8,22 +9,24 @@
 
 #include "base/util.h"
 #include "net/netns.h"
-#include "net/sockcount.h"
-
-/* At most this many wait for a run. */
-#define IDLE_MAX 32
+#include "net/netview.h"
+#include "net/nspool.h"
 
 struct emptyns_slot {
-        struct emptyns_slot *next;
-        int nsfd;
-        int sockets; /* its socket counts (sockcount.h) */
+        struct nsentry e; /* first: an entry is its slot */
 };
 
 struct emptyns {
         int host_ns; /* ours, to come back to */
-        struct emptyns_slot *idle;
-        unsigned n_idle;
+        struct nspool *pool;
 };
+
+static void slot_free(struct nsentry *e, void *data)
+{
+        free(e);
+}
+
+static const struct nspool_ops slot_ops = {.free = slot_free};
 
 int emptyns_new(struct emptyns **ret)
 {
@@ -31,8 +34,9 @@ int emptyns_new(struct emptyns **ret)
         if (!p)
                 return -ENOMEM;
         p->host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (p->host_ns < 0) {
-                int e = errno;
+        if (p->host_ns < 0 || nspool_new(&slot_ops, p, NSPOOL_SETTLING_MAX, &p->pool) < 0) {
+                int e = p->host_ns < 0 ? errno : ENOMEM;
+                safe_close(p->host_ns);
                 free(p);
                 return -e;
         }
@@ -40,71 +44,54 @@ int emptyns_new(struct emptyns **ret)
         return 0;
 }
 
-static struct emptyns_slot *slot_free(struct emptyns_slot *s)
-{
-        if (s) {
-                safe_close(s->sockets);
-                safe_close(s->nsfd);
-                free(s);
-        }
-        return NULL;
-}
-
 struct emptyns *emptyns_free(struct emptyns *p)
 {
         if (!p)
                 return NULL;
-        while (p->idle) {
-                struct emptyns_slot *s = p->idle;
-                p->idle = s->next;
-                slot_free(s);
-        }
+        nspool_free(p->pool);
         safe_close(p->host_ns);
         free(p);
         return NULL;
 }
 
-static int open_counts(void *data)
+static int open_inside(void *data)
 {
-        int *sockets = data;
-        *sockets = sockcount_open();
-        return *sockets < 0 ? *sockets : 0;
+        return nsentry_open_inside(data);
 }
 
-/* A new namespace, and its socket counts opened from inside it. */
+/* A new namespace, and what the pool reads of it opened from inside. */
 static int slot_make(struct emptyns *p, struct emptyns_slot **ret)
 {
         struct emptyns_slot *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        s->nsfd = s->sockets = -1;
-        int r = netns_make(p->host_ns, open_counts, &s->sockets, &s->nsfd);
+        s->e.nsfd = s->e.diag = -1;
+        int r = netns_make(p->host_ns, open_inside, &s->e, &s->e.nsfd);
         if (r < 0) {
-                slot_free(s);
+                s->e.view = netview_free(s->e.view);
+                safe_close(s->e.diag);
+                free(s);
                 return r;
         }
+        nsentry_record(&s->e); /* on failure: never reused */
         *ret = s;
         return 0;
 }
 
 int emptyns_take(struct emptyns *p, int *ret_fd, struct emptyns_slot **ret_slot)
 {
-        struct emptyns_slot *s = p->idle;
-        if (s) {
-                p->idle = s->next;
-                p->n_idle--;
-        } else {
+        struct emptyns_slot *s = (struct emptyns_slot *)nspool_take(p->pool);
+        if (!s) {
                 int r = slot_make(p, &s);
-                if (r < 0 || !s)
-                        return r < 0 ? r : -ENOMEM;
+                if (r < 0)
+                        return r;
         }
-        int fd = fcntl(s->nsfd, F_DUPFD_CLOEXEC, 3);
+        int fd = fcntl(s->e.nsfd, F_DUPFD_CLOEXEC, 3);
         if (fd < 0) {
                 int e = errno;
-                slot_free(s);
+                nspool_drop(p->pool, &s->e);
                 return -e;
         }
-        s->next = NULL;
         *ret_fd = fd;
         *ret_slot = s;
         return 0;
@@ -112,13 +99,28 @@ int emptyns_take(struct emptyns *p, int *ret_fd, struct emptyns_slot **ret_slot)
 
 void emptyns_release(struct emptyns *p, struct emptyns_slot *s)
 {
-        unsigned long sockets = 1;
-        if (s && p->n_idle < IDLE_MAX && sockcount_read(s->sockets, &sockets) == 0 &&
-            sockets == 0) {
-                s->next = p->idle;
-                p->idle = s;
-                p->n_idle++;
+        if (!s)
                 return;
-        }
-        slot_free(s);
+        /* a socket left (a unix pair held in flight in its own queue, which
+         * a later run would see in /proc/self/net/unix): it cannot serve
+         * again; else it settles and is checked whole (nspool.h) */
+        unsigned long sockets = 1;
+        bool dirty = !s->e.view || netview_sockets(s->e.view, &sockets) < 0 || sockets > 0;
+        nspool_give(p->pool, &s->e, dirty);
+}
+
+int emptyns_wait_ms(const struct emptyns *p)
+{
+        return p ? nspool_wait_ms(p->pool) : -1;
+}
+
+void emptyns_tick(struct emptyns *p)
+{
+        if (p)
+                nspool_tick(p->pool);
+}
+
+void emptyns_pool_stats(const struct emptyns *p, struct nspool_stats *ret)
+{
+        nspool_get_stats(p->pool, ret);
 }

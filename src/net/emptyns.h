@@ -4,11 +4,13 @@
  * kernel makes (~0.4 ms of CPU) and tears down after the run (as much
  * again, in a worker), or one from here. Each has only its loopback,
  * down; it serves again only if no socket is left in it once its run has
- * been reaped (sockcount.h: a run without network cannot make one but a
- * unix pair, which could outlive its processes held in flight in its own
- * queue, and a later run would see in /proc/self/net/unix). Used by
- * the jailer only. */
+ * been reaped (a run without network cannot make one but a unix pair,
+ * which could outlive its processes held in flight in its own queue, and
+ * a later run would see in /proc/self/net/unix) and it reads as fresh once
+ * settled (nspool.h). Used by the jailer only. */
 #pragma once
+
+#include "net/nspool.h"
 
 struct emptyns;
 struct emptyns_slot;
@@ -24,3 +26,7 @@ struct emptyns *emptyns_free(struct emptyns *p);
 int emptyns_take(struct emptyns *p, int *ret_fd, struct emptyns_slot **ret_slot);
 /* The run is reaped: the namespace waits for the next run, or goes. */
 void emptyns_release(struct emptyns *p, struct emptyns_slot *s);
+/* Milliseconds until emptyns_tick has work, or -1 (p may be NULL). */
+int emptyns_wait_ms(const struct emptyns *p);
+void emptyns_tick(struct emptyns *p);
+void emptyns_pool_stats(const struct emptyns *p, struct nspool_stats *ret);

@@ -23,25 +23,22 @@
 #include "net/net.h"
 #include "net/nflog.h"
 #include "net/netns.h"
+#include "net/netview.h"
+#include "net/nspool.h"
 #include "net/rtnl.h"
-#include "net/sockcount.h"
 
 /* The peer's index and name inside a run's namespace (lo is 1). */
 #define RUN_IFINDEX 2
 #define RUN_IFNAME "eth0"
 
-/* At most this many clean namespaces wait for a run. */
-#define IDLE_MAX 32
-
-/* A run's network: its namespace (kept open while it is ours), a route
- * netlink socket inside it, and its socket counts (sockcount.h; -1 if they
- * cannot be read: the namespace is then never reused). */
+/* A run's network: its namespace and what the pool keeps of it
+ * (nspool.h; first, so that an entry is its slot), its address and a route
+ * netlink socket inside it. */
 struct slot {
-        struct slot *next;
+        struct nsentry e;
+        struct slot *next_busy;
         uint32_t addr;
-        int nsfd;
         struct rtnl inner;
-        int sockets;
 };
 
 struct net {
@@ -56,11 +53,10 @@ struct net {
         int nflog;                     /* refusals as they happen, or -1 */
         int *forwarded;                /* links whose forwarding we turned on, to turn off */
         size_t n_forwarded;
-        uint32_t n_slots;   /* run addresses: subnet minus network, gateway, broadcast */
-        uint32_t next_slot; /* handed out round-robin */
-        struct slot *busy;  /* held by runs */
-        struct slot *idle;  /* clean, waiting for a run */
-        unsigned n_idle;
+        uint32_t n_slots;    /* run addresses: subnet minus network, gateway, broadcast */
+        uint32_t next_slot;  /* handed out round-robin */
+        struct slot *busy;   /* held by runs */
+        struct nspool *pool; /* namespaces runs left, settling or clean */
 };
 
 uint32_t net_gateway(const struct net *n)
@@ -92,11 +88,11 @@ static void ipv6_off(void)
 
 struct inner {
         struct rtnl *rtnl;
-        int *sockets;
+        struct nsentry *e;
 };
 
 /* Inside the new namespace: lo up, a route netlink socket that stays
- * there, and (if wanted) its socket counts. */
+ * there, and (if wanted) what the pool reads of it. */
 static int inner_setup(void *data)
 {
         struct inner *in = data;
@@ -104,21 +100,18 @@ static int inner_setup(void *data)
         int r = rtnl_open(in->rtnl);
         if (r == 0)
                 r = rtnl_link_up(in->rtnl, 1);
-        if (r == 0 && in->sockets)
-                *in->sockets = sockcount_open(); /* without them: never reused */
+        if (r == 0 && in->e && nsentry_open_inside(in->e) < 0)
+                in->e->view = NULL; /* never reused */
         return r;
 }
 
 /* A fresh namespace (its fd) with lo up, and a netlink socket in it. */
-static int make_namespace(struct net *n, struct rtnl *inner, int *sockets, int *ret_fd)
+static int make_namespace(struct net *n, struct rtnl *inner, struct nsentry *e, int *ret_fd)
 {
-        struct inner in = {inner, sockets};
+        struct inner in = {inner, e};
         int r = netns_make(n->host_ns, inner_setup, &in, ret_fd);
-        if (r < 0) {
+        if (r < 0)
                 rtnl_close(inner);
-                if (sockets && *sockets >= 0)
-                        *sockets = safe_close(*sockets);
-        }
         return r;
 }
 
@@ -164,16 +157,26 @@ static int next_address(struct net *n, uint32_t *ret)
         return -EADDRINUSE;
 }
 
-static struct slot *slot_free(struct slot *s)
+/* nspool's: the rest of a slot closed. */
+static void slot_free(struct nsentry *e, void *data)
 {
-        if (s) {
-                rtnl_close(&s->inner);
-                safe_close(s->sockets);
-                safe_close(s->nsfd);
-                free(s);
-        }
-        return NULL;
+        struct slot *s = (struct slot *)e;
+        rtnl_close(&s->inner);
+        free(s);
 }
+
+/* nspool's: a namespace let go whose sockets would not all go: its link
+ * removed now, which frees its address (this blocks the loop for a few
+ * ms, and happens only when destroying its sockets failed). */
+static void slot_cut(struct nsentry *e, void *data)
+{
+        struct net *n = data;
+        char name[IF_NAMESIZE];
+        link_name(name, sizeof(name), ((struct slot *)e)->addr);
+        rtnl_link_delete(&n->rtnl, name);
+}
+
+static const struct nspool_ops slot_ops = {.cut = slot_cut, .free = slot_free};
 
 /* A new namespace, linked and routed, for a slot of its own. */
 static int slot_make(struct net *n, struct slot **ret, char *err, size_t errlen)
@@ -182,7 +185,7 @@ static int slot_make(struct net *n, struct slot **ret, char *err, size_t errlen)
         struct slot *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        s->nsfd = s->sockets = -1;
+        s->e.nsfd = s->e.diag = -1;
         int r = next_address(n, &s->addr);
         if (r < 0) {
                 snprintf(err, errlen, "network: every address of network.subnet is in use");
@@ -190,40 +193,40 @@ static int slot_make(struct net *n, struct slot **ret, char *err, size_t errlen)
                 return r;
         }
         link_name(name, sizeof(name), s->addr);
-        if ((r = make_namespace(n, &s->inner, &s->sockets, &s->nsfd)) < 0) {
+        if ((r = make_namespace(n, &s->inner, &s->e, &s->e.nsfd)) < 0) {
                 snprintf(err, errlen, "network namespace: %s", strerror(-r));
+                s->e.view = netview_free(s->e.view);
+                safe_close(s->e.diag);
                 free(s);
                 return r;
         }
-        if ((r = link_run(n, &s->inner, name, s->nsfd, s->addr)) < 0) {
+        if ((r = link_run(n, &s->inner, name, s->e.nsfd, s->addr)) < 0) {
                 snprintf(err, errlen, "network link %s: %s", name, strerror(-r));
                 rtnl_link_delete(&n->rtnl, name);
-                slot_free(s);
+                nspool_drop(n->pool, &s->e);
                 return r;
         }
+        nsentry_record(&s->e); /* on failure: never reused */
         *ret = s;
         return 0;
 }
 
 int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, size_t errlen)
 {
-        struct slot *s = n->idle;
-        if (s) {
-                n->idle = s->next;
-                n->n_idle--;
-        } else {
+        struct slot *s = (struct slot *)nspool_take(n->pool);
+        if (!s) {
                 int r = slot_make(n, &s, err, errlen);
                 if (r < 0)
                         return r;
         }
-        int fd = fcntl(s->nsfd, F_DUPFD_CLOEXEC, 3);
+        int fd = fcntl(s->e.nsfd, F_DUPFD_CLOEXEC, 3);
         if (fd < 0) {
                 int e = errno;
                 snprintf(err, errlen, "network namespace: %s", strerror(e));
-                slot_free(s);
+                nspool_drop(n->pool, &s->e);
                 return -e;
         }
-        s->next = n->busy;
+        s->next_busy = n->busy;
         n->busy = s;
         *ret_fd = fd;
         *ret_addr = s->addr;
@@ -234,27 +237,37 @@ void net_run_release(struct net *n, uint32_t addr)
 {
         struct slot **p = n ? &n->busy : NULL;
         while (p && *p && (*p)->addr != addr)
-                p = &(*p)->next;
+                p = &(*p)->next_busy;
         if (!p || !*p)
                 return;
         struct slot *s = *p;
-        *p = s->next;
-        /* Reused only if no packet ever crossed any of its links (no
-         * connection, no counter a later run could read) and no socket is
-         * left in it: a run's socket can outlive its processes, held in
-         * flight in a unix socket pair's queue until the kernel's collector
-         * frees it, and a later run could learn from the port it holds or
-         * see it in /proc/self/net/unix. */
+        *p = s->next_busy;
+        /* A packet that crossed a link, or a socket left (a run's socket
+         * can outlive its processes: an orphaned TCP connection still
+         * closing, or one held in flight in a unix pair's queue), tells at
+         * once it cannot serve again; else the pool checks everything a run
+         * can read of it once it has settled. */
         uint64_t packets = 1;
         unsigned long sockets = 1;
-        if (n->n_idle < IDLE_MAX && rtnl_links_packets(&s->inner, &packets) == 0 && packets == 0 &&
-            s->sockets >= 0 && sockcount_read(s->sockets, &sockets) == 0 && sockets == 0) {
-                s->next = n->idle;
-                n->idle = s;
-                n->n_idle++;
-                return;
-        }
-        slot_free(s);
+        bool dirty = !s->e.view || rtnl_links_packets(&s->inner, &packets) < 0 || packets > 0 ||
+                     netview_sockets(s->e.view, &sockets) < 0 || sockets > 0;
+        nspool_give(n->pool, &s->e, dirty);
+}
+
+int net_wait_ms(const struct net *n)
+{
+        return n ? nspool_wait_ms(n->pool) : -1;
+}
+
+void net_tick(struct net *n)
+{
+        if (n)
+                nspool_tick(n->pool);
+}
+
+void net_pool_stats(const struct net *n, struct nspool_stats *ret)
+{
+        nspool_get_stats(n->pool, ret);
 }
 
 /* ---- DNS ------------------------------------------------------------------- */
@@ -578,6 +591,13 @@ int net_open(const struct config *c, struct net **ret, char *err, size_t errlen)
         netaddr_parse_prefix(c->net_subnet, &n->subnet, NULL);
         n->n_slots = (uint32_t)(netaddr_size(&n->subnet) - 3);
         snprintf(n->policy.table, sizeof(n->policy.table), "lockbox_%ld", (long)getpid());
+        /* settling namespaces keep their addresses: half the subnet at most */
+        uint32_t settling =
+            n->n_slots / 2 < NSPOOL_SETTLING_MAX ? n->n_slots / 2 : NSPOOL_SETTLING_MAX;
+        if (nspool_new(&slot_ops, n, settling, &n->pool) < 0) {
+                free(n);
+                return -ENOMEM;
+        }
         n->policy.subnet = n->subnet;
         n->policy.gateway = net_gateway(n);
         n->policy.max_connections = (unsigned)c->net_max_connections;
@@ -627,13 +647,10 @@ struct net *net_close(struct net *n)
         if (!n)
                 return NULL;
         for (struct slot *s = n->busy, *next; s; s = next) {
-                next = s->next;
-                slot_free(s);
+                next = s->next_busy;
+                nspool_give(n->pool, &s->e, true);
         }
-        for (struct slot *s = n->idle, *next; s; s = next) {
-                next = s->next;
-                slot_free(s);
-        }
+        n->pool = nspool_free(n->pool);
         if (n->rtnl.nl)
                 wait_links_gone(n);
         if (n->nft) {

@@ -3,9 +3,10 @@
  * starts: loopback up, IPv6 off, and an eth0 that is one end of a veth
  * pair whose host end, lbx<address in hex>, carries the gateway address.
  * The host routes and NATs the runs' traffic; an nftables table (egress.h)
- * decides what they may reach. A namespace serves another run only if no
- * packet ever crossed its links (the run left nothing in it, not even a
- * counter); else it dies with its run. */
+ * decides what they may reach. A namespace serves another run only if,
+ * from inside, it reads as it did when it was made once it has settled
+ * (nspool.h); else it goes, its sockets destroyed, with its link and
+ * address. */
 #pragma once
 
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "net/egress.h"
+#include "net/nspool.h"
 
 struct config;
 struct net;
@@ -32,12 +34,17 @@ uint32_t net_gateway(const struct net *n);
  * to hand to the run and close) in *ret_fd, the run's address (host byte
  * order) in *ret_addr. 0 or -errno, with err filled. */
 int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, size_t errlen);
-/* The run of addr is gone (reaped). Its namespace is kept for another run
- * if no packet ever crossed any of its links (the run left nothing in it,
- * not even a counter); else it is let go, and its link and route go away
- * with its last socket, removed by the kernel in the background (deleting
- * a link in the jailer's loop would block it for tens of ms). */
+/* The run of addr is gone (reaped). Its namespace settles and is kept for
+ * another run if it still reads as fresh (nspool.h); else it is let go:
+ * every TCP and UDP socket left in it destroyed, so that the kernel frees
+ * it, its link and its route in the background at once (deleting a link
+ * in the jailer's loop would block it for some ms). */
 void net_run_release(struct net *n, uint32_t addr);
+/* Milliseconds until net_tick has work (namespaces settling or
+ * lingering), or -1; net_tick does it. n may be NULL. */
+int net_wait_ms(const struct net *n);
+void net_tick(struct net *n);
+void net_pool_stats(const struct net *n, struct nspool_stats *ret);
 
 /* The runs' /etc/resolv.conf (malloc'd): the host's search and options
  * lines, and the gateway as the only nameserver. NULL without memory. */

@@ -8,3 +8,8 @@
  * the jailer must never go on in a run's namespace. 0 or -errno (from
  * unshare, or inside's own). */
 int netns_make(int back_fd, int (*inside)(void *data), void *data, int *ret_fd);
+
+/* setns to the namespace ns_fd, fn(data) there, setns back to the one the
+ * caller was in (a failure to come back aborts, as above). fn's result,
+ * or -errno. */
+int netns_run(int ns_fd, int (*fn)(void *data), void *data);

@@ -77,11 +77,15 @@ OWN_ADDRESS = textwrap.dedent("""
 
 def test_an_untouched_namespace_serves_again_and_a_used_one_never(daemon):
     """A run's namespace keeps its address, so the address tells which
-    namespace a run had. One that no packet crossed serves later runs; one
-    whose run sent a packet (here on its own loopback) is let go."""
+    namespace a run had. One that no packet crossed serves later runs once
+    it has settled (250 ms after its run, hence the pauses); one whose run
+    sent a packet (here on its own loopback) is let go."""
+    import time
+
     def address(extra=""):
         d = daemon.run_data(OWN_ADDRESS + extra, enable_network=True)
         assert d["exit_code"] == 0 and d["stderr"] == "", d
+        time.sleep(0.3)
         return d["stdout"].strip()
     seen = [address() for _ in range(12)]
     assert len(set(seen)) < len(seen), seen
