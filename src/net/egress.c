@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/dnsrelay.h"
 #include "net/egress.h"
 
 const char *const egress_reason_names[EGRESS_REASONS] = {
@@ -221,11 +222,15 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        /* the relay serves runs only: a run's address, on a
                         * run's link, the one its route goes through (no
                         * run speaks as another); from the host itself (lo),
-                        * a neighbour or a container: dropped */
+                        * a neighbour or a container: dropped. A datagram
+                        * the relay would not read is dropped before the
+                        * rate, which counts packets: 64 of 64 KiB would
+                        * fill the relay socket's queue (8 MiB) */
                        "  chain dns_to_gateway {\n"
                        "    iifname != \"lbx*\" drop\n"
                        "    ip saddr != %s drop\n"
                        "    fib saddr . iif oif missing drop\n"
+                       "    udp length > %u drop\n"
                        "    meta l4proto udp update @dns_udp { ip saddr limit rate over "
                        "%u/second burst %u packets } goto deny_dns_rate\n"
                        "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr limit rate "
@@ -243,8 +248,8 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "    ip daddr %s ip saddr %s goto deny_runs\n"
                        "    ip daddr %s drop\n"
                        "    ip saddr %s jump egress\n",
-                       gw, subnet, subnet, EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
-                       EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
+                       gw, subnet, subnet, DNS_RELAY_UDP_MAX_QUERY + 8, EGRESS_DNS_RATE_PER_SECOND,
+                       EGRESS_DNS_RATE_BURST, EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
                        always.data ? always.data : "", subnet, subnet, subnet, subnet, subnet);
         if (p->drop_foreign_forwarding)
                 strbuf_appends(out, "    iifname != \"lbx*\" oifname != \"lbx*\" drop\n");
