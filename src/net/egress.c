@@ -200,11 +200,12 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                 strbuf_appendf(out, "  counter %s { }\n", egress_reason_names[i]);
         strbuf_append(out, sets.data ? sets.data : "", sets.len);
         /* each run address's DNS rate (dns_to_gateway), forgotten 10 s
-         * after its last packet */
+         * after its last packet, and its open TCP connections to the relay */
         strbuf_appends(out, "  set dns_udp { type ipv4_addr; size 65536; flags dynamic,timeout; "
                             "timeout 10s; }\n"
                             "  set dns_syn { type ipv4_addr; size 65536; flags dynamic,timeout; "
-                            "timeout 10s; }\n");
+                            "timeout 10s; }\n"
+                            "  set dns_conn { type ipv4_addr; size 65536; flags dynamic; }\n");
         append_bound_sets(out, p);
         append_deny_chains(out, p->log_group);
         append_bounds(out, p, subnet);
@@ -235,6 +236,8 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "%u/second burst %u packets } goto deny_dns_rate\n"
                        "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr limit rate "
                        "over %u/second burst %u packets } goto deny_dns_rate\n"
+                       "    meta l4proto tcp ct state new add @dns_conn { ip saddr ct count over "
+                       "%u } goto deny_dns_rate\n"
                        "    accept\n"
                        "  }\n"
                        "  chain run_to_host {\n"
@@ -250,7 +253,8 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "    ip saddr %s jump egress\n",
                        gw, subnet, subnet, DNS_RELAY_UDP_MAX_QUERY + 8, EGRESS_DNS_RATE_PER_SECOND,
                        EGRESS_DNS_RATE_BURST, EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
-                       always.data ? always.data : "", subnet, subnet, subnet, subnet, subnet);
+                       EGRESS_DNS_CONNECTIONS, always.data ? always.data : "", subnet, subnet,
+                       subnet, subnet, subnet);
         if (p->drop_foreign_forwarding)
                 strbuf_appends(out, "    iifname != \"lbx*\" oifname != \"lbx*\" drop\n");
         strbuf_appends(out, "  }\n"

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from attacklib import assert_ok, attack_py, src
-from conftest import children_of, lab_daemon_config, proc_status, scaled
+from conftest import children_of, lab_daemon_config, scaled
 
 # Every run here: the gateway, a query builder, one UDP question.
 PRELUDE = src('''
@@ -53,7 +53,17 @@ def dd(module_daemon_factory, netlab):
 
 
 def http_pid(d):
-    kids = [k for k in children_of(d.pid) if (proc_status(k) or {}).get("Name") == "lockboxd"]
+    """The HTTP process: the jailer's child started as `lockboxd --http=FD`
+    (a child it forks for something else may carry its name a moment)."""
+    kids = []
+    for k in children_of(d.pid):
+        try:
+            with open(f"/proc/{k}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and argv[1].startswith(b"--http="):
+            kids.append(k)
     assert len(kids) == 1, kids
     return kids[0]
 
@@ -120,3 +130,42 @@ def test_a_burst_of_oversized_datagrams_leaves_room_for_other_runs(dd):
     flooded, probed = with_relay_stalled(dd, [flood, probe], t, 1.5)
     assert_ok(flooded, "790\n")
     assert_ok(probed, "True 0\n")
+
+
+def test_a_burst_of_connections_leaves_room_for_other_runs(dd):
+    """Connections wait in the relay's accept queue until the relay takes
+    them (and closes those over the run's share of 4), and a run may open
+    800 at once within the kernel's rate: one run that connects and
+    hangs up 200 times fills the queue, and every other run's connection
+    is dropped until the relay has taken them all. Another run's
+    connection, made while the relay is held still, must be taken at
+    once: its SYN is not sent again."""
+    t = time.time() + scaled(5)
+    flood = f'''
+        wait_until({t})
+        made = 0
+        for i in range(200):
+            if time.time() > {t} + 1.1:
+                break
+            try:
+                socket.create_connection((gateway(), 53), timeout=0.05).close()
+                made += 1
+            except OSError:
+                pass
+        print(made >= 8)  # at least its own allowance
+    '''
+    probe = f'''
+        wait_until({t} + 0.6)
+        q = query(0x5252)
+        with socket.create_connection((gateway(), 53), timeout=8) as c:
+            c.settimeout(8)
+            c.sendall(struct.pack("!H", len(q)) + q)
+            a = c.recv(4096)
+            # struct tcp_info: tcpi_total_retrans at byte 100
+            info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        print(struct.unpack("!H", a[2:4])[0] == 0x5252, a[5] & 0xF)
+        print("retransmitted", struct.unpack("I", info[100:104])[0])
+    '''
+    flooded, probed = with_relay_stalled(dd, [flood, probe], t, 1.5)
+    assert_ok(flooded, "True\n")
+    assert_ok(probed, "True 0\nretransmitted 0\n")
