@@ -29,7 +29,6 @@
 #include "net/dnsrelay.h"
 
 #define DNS_HEADER_SIZE 12
-#define UDP_MAX_QUERY 4096
 /* Datagrams read and connections accepted per loop turn, so that a flood
  * on one socket still leaves turns for the others. */
 #define LISTEN_BATCH 64
@@ -388,14 +387,14 @@ static void udp_on_query(struct dns_relay *r)
                 socklen_t from_len = sizeof(from);
                 /* MSG_TRUNC: n is the datagram's real size, so an oversized
                  * one is seen as such */
-                ssize_t n = recvfrom(r->udp_fd, r->buf, UDP_MAX_QUERY + 1, MSG_DONTWAIT | MSG_TRUNC,
-                                     (struct sockaddr *)&from, &from_len);
+                ssize_t n = recvfrom(r->udp_fd, r->buf, DNS_RELAY_UDP_MAX_QUERY + 1,
+                                     MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from, &from_len);
                 if (n < 0) {
                         if (would_block(errno))
                                 return;
                         continue;
                 }
-                if (n < DNS_HEADER_SIZE || n > UDP_MAX_QUERY) {
+                if (n < DNS_HEADER_SIZE || n > DNS_RELAY_UDP_MAX_QUERY) {
                         count(&r->dropped);
                         continue;
                 }

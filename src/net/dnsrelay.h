@@ -15,6 +15,9 @@
 #include "base/netaddr.h"
 
 #define DNS_RELAY_MAX_UPSTREAMS 8
+/* The largest UDP query relayed; a larger datagram is dropped unread
+ * (the runs' table drops it before the socket's queue, net/egress.c). */
+#define DNS_RELAY_UDP_MAX_QUERY 4096
 /* Queries one TCP connection may ask before the relay closes it (after
  * the last answer), and its whole life in timeout_ms units: a client that
  * keeps asking does not keep its slot for ever. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/dnsrelay.h"
 #include "net/egress.h"
 
 const char *const egress_reason_names[EGRESS_REASONS] = {
@@ -199,11 +200,12 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                 strbuf_appendf(out, "  counter %s { }\n", egress_reason_names[i]);
         strbuf_append(out, sets.data ? sets.data : "", sets.len);
         /* each run address's DNS rate (dns_to_gateway), forgotten 10 s
-         * after its last packet */
+         * after its last packet, and its open TCP connections to the relay */
         strbuf_appends(out, "  set dns_udp { type ipv4_addr; size 65536; flags dynamic,timeout; "
                             "timeout 10s; }\n"
                             "  set dns_syn { type ipv4_addr; size 65536; flags dynamic,timeout; "
-                            "timeout 10s; }\n");
+                            "timeout 10s; }\n"
+                            "  set dns_conn { type ipv4_addr; size 65536; flags dynamic; }\n");
         append_bound_sets(out, p);
         append_deny_chains(out, p->log_group);
         append_bounds(out, p, subnet);
@@ -221,15 +223,21 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        /* the relay serves runs only: a run's address, on a
                         * run's link, the one its route goes through (no
                         * run speaks as another); from the host itself (lo),
-                        * a neighbour or a container: dropped */
+                        * a neighbour or a container: dropped. A datagram
+                        * the relay would not read is dropped before the
+                        * rate, which counts packets: 64 of 64 KiB would
+                        * fill the relay socket's queue (8 MiB) */
                        "  chain dns_to_gateway {\n"
                        "    iifname != \"lbx*\" drop\n"
                        "    ip saddr != %s drop\n"
                        "    fib saddr . iif oif missing drop\n"
+                       "    udp length > %u drop\n"
                        "    meta l4proto udp update @dns_udp { ip saddr limit rate over "
                        "%u/second burst %u packets } goto deny_dns_rate\n"
                        "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr limit rate "
                        "over %u/second burst %u packets } goto deny_dns_rate\n"
+                       "    meta l4proto tcp ct state new add @dns_conn { ip saddr ct count over "
+                       "%u } goto deny_dns_rate\n"
                        "    accept\n"
                        "  }\n"
                        "  chain run_to_host {\n"
@@ -243,9 +251,10 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                        "    ip daddr %s ip saddr %s goto deny_runs\n"
                        "    ip daddr %s drop\n"
                        "    ip saddr %s jump egress\n",
-                       gw, subnet, subnet, EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
-                       EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
-                       always.data ? always.data : "", subnet, subnet, subnet, subnet, subnet);
+                       gw, subnet, subnet, DNS_RELAY_UDP_MAX_QUERY + 8, EGRESS_DNS_RATE_PER_SECOND,
+                       EGRESS_DNS_RATE_BURST, EGRESS_DNS_RATE_PER_SECOND, EGRESS_DNS_RATE_BURST,
+                       EGRESS_DNS_CONNECTIONS, always.data ? always.data : "", subnet, subnet,
+                       subnet, subnet, subnet);
         if (p->drop_foreign_forwarding)
                 strbuf_appends(out, "    iifname != \"lbx*\" oifname != \"lbx*\" drop\n");
         strbuf_appends(out, "  }\n"

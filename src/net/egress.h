@@ -37,6 +37,12 @@ enum egress_reason {
  * it would crowd out other runs' queries before the relay sees them. */
 #define EGRESS_DNS_RATE_PER_SECOND 400
 #define EGRESS_DNS_RATE_BURST 800
+/* TCP connections to the relay one run address may have open (its
+ * connections waiting in the relay's accept queue among them): twice the
+ * relay's share, so the relay still sees and refuses a run over it, and
+ * one run cannot fill the accept queue (64) that every run's connection
+ * waits in while the relay thread is not running. */
+#define EGRESS_DNS_CONNECTIONS 8
 
 /* Metric label of each reason: "host", "private", "link_local"... */
 extern const char *const egress_reason_names[EGRESS_REASONS];

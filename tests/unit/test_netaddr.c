@@ -98,11 +98,14 @@ TEST(egress_default_policy_denies_by_reason_and_lets_dns_to_the_gateway)
                                "    iifname != \"lbx*\" drop\n"
                                "    ip saddr != 10.191.0.0/16 drop\n"
                                "    fib saddr . iif oif missing drop\n"
+                               "    udp length > 4104 drop\n"
                                "    meta l4proto udp update @dns_udp { ip saddr limit rate over "
                                "400/second burst 800 packets } goto deny_dns_rate\n"
                                "    tcp flags & (syn | ack) == syn update @dns_syn { ip saddr "
                                "limit rate over 400/second burst 800 packets } goto "
                                "deny_dns_rate\n"
+                               "    meta l4proto tcp ct state new add @dns_conn { ip saddr ct "
+                               "count over 8 } goto deny_dns_rate\n"
                                "    accept\n  }\n");
         EXPECT_STR_CONTAINS(t, "  chain run_to_host {\n    goto deny_host\n  }\n");
         /* over the rate: counted and dropped, never answered */
