@@ -234,7 +234,7 @@ class Daemon:
         return self
 
     def wait_healthy(self, timeout=10.0):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         probe = requests.Session()
         probe.trust_env = False
         try:
@@ -242,7 +242,7 @@ class Daemon:
                 if self.proc.poll() is not None:
                     return False
                 try:
-                    r = probe.get(self.url("/health"), timeout=1)
+                    r = probe.get(self.url("/health"), timeout=scaled(1))
                     if r.status_code == 200:
                         # still ours (not another server that won the port)?
                         time.sleep(0.05)
