@@ -1,7 +1,7 @@
 """Concurrency and isolation between runs: hostile and normal programs at
 the same time (the normal ones get correct results), and one run can never
 see or touch another: files, processes, code, signals, shared memory,
-abstract sockets. Runs on the `tight` daemon (8 workers, 2 s deadline)."""
+abstract sockets. Runs on the `tight` daemon (8 workers, 4 s deadline)."""
 import hashlib
 import json
 import os

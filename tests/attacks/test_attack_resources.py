@@ -1,4 +1,4 @@
-"""Resource exhaustion against the `tight` daemon (worker_timeout 2 s,
+"""Resource exhaustion against the `tight` daemon (worker_timeout 4 s,
 memory 128M, output 64K, /tmp 8M and 512 inodes, files 2M, 32 tasks, 64
 open files): fork and thread bombs, memory bombs, CPU spin, sleeping past
 the deadline, threads left behind, output floods, fd exhaustion, filling
