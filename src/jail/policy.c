@@ -391,7 +391,10 @@ static int add_setsockopt(scmp_filter_ctx ctx, int nr, const struct policy_opts 
          * addresses, and IPv6 flow labels (ip6_flowlabel, kept up to
          * 150 s after their socket). EPERM; every other option is
          * allowed. IPv4 options reach IPv6 sockets too (SOL_IP on an
-         * AF_INET6 socket), so the level alone decides. */
+         * AF_INET6 socket), so the level alone decides. Level and optname
+         * are ints: the kernel reads the low 32 bits of each register, so
+         * only those are compared (a 64-bit comparison is passed by a value
+         * with its upper half set). */
         static const struct {
                 int level, optname;
         } refused[] = {{SOL_IP, IP_ADD_MEMBERSHIP},
@@ -421,9 +424,10 @@ static int add_setsockopt(scmp_filter_ctx ctx, int nr, const struct policy_opts 
                        {SOL_IPV6, MCAST_LEAVE_SOURCE_GROUP},
                        {SOL_IPV6, MCAST_MSFILTER}};
         for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
-                int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2,
-                                         SCMP_A1_64(SCMP_CMP_EQ, (uint64_t)refused[i].level),
-                                         SCMP_A2_64(SCMP_CMP_EQ, (uint64_t)refused[i].optname));
+                int r = seccomp_rule_add(
+                    ctx, SCMP_ACT_ERRNO(EPERM), nr, 2,
+                    SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffff, (uint32_t)refused[i].level),
+                    SCMP_A2_64(SCMP_CMP_MASKED_EQ, 0xffffffff, (uint32_t)refused[i].optname));
                 if (r < 0)
                         return r;
         }

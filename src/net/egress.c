@@ -127,6 +127,11 @@ static unsigned bound_set_size(const struct egress_policy *p)
  * last opened one). */
 static void append_bound_sets(struct strbuf *out, const struct egress_policy *p)
 {
+        if (p->dns_udp_timeout && p->max_connections)
+                strbuf_appendf(out,
+                               "  ct timeout dns_query { protocol udp; l3proto ip; "
+                               "policy = { unreplied : %u, replied : %u }; }\n",
+                               EGRESS_DNS_UDP_TRACKED, EGRESS_DNS_UDP_TRACKED);
         if (p->max_connections)
                 strbuf_appendf(
                     out, "  set run_connections { type ipv4_addr; size %u; flags dynamic; }\n",
@@ -151,7 +156,8 @@ static void append_bound_sets(struct strbuf *out, const struct egress_policy *p)
  * entries, so the masquerade ports a run holds to one destination are
  * bounded too. A refused first packet never confirms its entry, and the
  * count drops it on its next walk. */
-static void append_bounds(struct strbuf *out, const struct egress_policy *p, const char *subnet)
+static void append_bounds(struct strbuf *out, const struct egress_policy *p, const char *subnet,
+                          const char *gw)
 {
         if (!p->max_connections && !p->new_per_second)
                 return;
@@ -161,6 +167,14 @@ static void append_bounds(struct strbuf *out, const struct egress_policy *p, con
                        "    ip saddr != %s accept\n"
                        "    ct status confirmed accept\n",
                        subnet);
+        /* A run's UDP query to the relay is counted only while in flight
+         * (EGRESS_DNS_UDP_TRACKED): the timeout is set on its entry made
+         * but not yet confirmed. Needs the kernel's conntrack timeout
+         * policies (nf_conntrack_timeout); without, the table loads
+         * without it (net.c). */
+        if (p->dns_udp_timeout && p->max_connections)
+                strbuf_appendf(out, "    ip daddr %s udp dport 53 ct timeout set \"dns_query\"\n",
+                               gw);
         if (p->new_per_second)
                 strbuf_appendf(out,
                                "    update @run_new_connections { ip saddr limit rate over "
@@ -208,7 +222,7 @@ int egress_ruleset(const struct egress_policy *p, struct strbuf *out)
                             "  set dns_conn { type ipv4_addr; size 65536; flags dynamic; }\n");
         append_bound_sets(out, p);
         append_deny_chains(out, p->log_group);
-        append_bounds(out, p, subnet);
+        append_bounds(out, p, subnet, gw);
         strbuf_appendf(out,
                        "  chain refuse {\n"
                        "    meta l4proto tcp reject with tcp reset\n"

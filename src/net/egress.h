@@ -44,6 +44,14 @@ enum egress_reason {
  * waits in while the relay thread is not running. */
 #define EGRESS_DNS_CONNECTIONS 8
 
+/* Seconds conntrack keeps a run's UDP query to the relay, answered or not
+ * (its default: 30). The entry counts against network.max_connections
+ * while it lives, and the relay needs none of it: at 30 s a run looking
+ * names up one after another, each connection closed, was refused after
+ * max_connections lookups in 30 s. At 2 s, with the defaults (200 new a
+ * second, 1000 held), no run reaches max_connections by DNS alone. */
+#define EGRESS_DNS_UDP_TRACKED 2
+
 /* Metric label of each reason: "host", "private", "link_local"... */
 extern const char *const egress_reason_names[EGRESS_REASONS];
 
@@ -61,6 +69,7 @@ struct egress_policy {
         unsigned log_group;           /* nfnetlink_log group for refusals, 0: none */
         unsigned max_connections;     /* tracked connections per run address, 0: no bound */
         unsigned new_per_second;      /* new connections per second per run address, 0: none */
+        bool dns_udp_timeout;         /* UDP DNS to the gateway tracked EGRESS_DNS_UDP_TRACKED s */
 };
 
 /* The whole table as nft input, replacing any table of that name. */

@@ -530,6 +530,20 @@ static int forward_by_link(struct net *n, char *err, size_t errlen)
         return 0;
 }
 
+/* The egress table with UDP queries to the relay tracked briefly where the
+ * kernel has conntrack timeout policies; else with conntrack's default. */
+static int load_table(struct net *n, char *why, size_t whylen)
+{
+        n->policy.dns_udp_timeout = n->policy.max_connections > 0;
+        int r = egress_load(n->nft, &n->policy, why, whylen);
+        if (r < 0 && n->policy.dns_udp_timeout) {
+                n->policy.dns_udp_timeout = false;
+                if ((r = egress_load(n->nft, &n->policy, NULL, 0)) == 0)
+                        log_warn(NULL, "network.no_dns_timeout", "error=%s", log_q(why));
+        }
+        return r;
+}
+
 /* The egress table, logging refusals to a group of ours where the kernel
  * can (nfnetlink_log); without it, counters only. */
 static int load_policy(struct net *n, char *err, size_t errlen)
@@ -538,13 +552,13 @@ static int load_policy(struct net *n, char *err, size_t errlen)
         uint16_t group;
         if (nflog_open((uint16_t)(20000 + getpid() % 40000), &n->nflog, &group) == 0) {
                 n->policy.log_group = group;
-                if (egress_load(n->nft, &n->policy, why, sizeof(why)) == 0)
+                if (load_table(n, why, sizeof(why)) == 0)
                         return 0;
                 log_warn(NULL, "network.no_refusal_log", "error=%s", log_q(why));
                 n->nflog = safe_close(n->nflog);
                 n->policy.log_group = 0;
         }
-        int r = egress_load(n->nft, &n->policy, why, sizeof(why));
+        int r = load_table(n, why, sizeof(why));
         if (r < 0)
                 snprintf(err, errlen, "cannot load the nftables egress table: %s", why);
         return r;

@@ -234,9 +234,19 @@ TEST(egress_bounds_count_and_rate_each_run_address_before_the_policy)
                                "    add @run_connections { ip saddr ct count over 1000 }");
         EXPECT_TRUE(strstr(t, "run_new_connections") == NULL);
         free(t);
+        /* UDP queries to the relay counted only while in flight */
+        p.dns_udp_timeout = true;
+        t = ruleset(&p);
+        EXPECT_STR_CONTAINS(t, "  ct timeout dns_query { protocol udp; l3proto ip; "
+                               "policy = { unreplied : 2, replied : 2 }; }\n");
+        EXPECT_STR_CONTAINS(t, "    ct status confirmed accept\n"
+                               "    ip daddr 10.191.0.1 udp dport 53 ct timeout set \"dns_query\"\n"
+                               "    add @run_connections { ip saddr ct count over 1000 }");
+        free(t);
         p.max_connections = 0;
         t = ruleset(&p);
         EXPECT_TRUE(strstr(t, "hook prerouting") == NULL);
+        EXPECT_TRUE(strstr(t, "dns_query") == NULL);
         EXPECT_TRUE(strstr(t, "set run_") == NULL);
         free(t);
 }

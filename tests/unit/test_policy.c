@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -241,6 +242,19 @@ static int check_network(void)
         CHECK_ERR(socket(AF_PACKET, SOCK_RAW, 0), EPERM);
         CHECK_ERR(socket(AF_INET, SOCK_RAW, 1), EPERM);
         CHECK_ERR(listen(0, 1), EPERM);
+        /* a refused option stays refused with bits above the 32 the kernel
+         * reads in level or optname (optlen 0: the kernel, were it asked,
+         * would refuse with EINVAL and change nothing) */
+        fd = socket(AF_INET6, SOCK_DGRAM, 0);
+        CHECK_ERR(syscall(SYS_setsockopt, fd, (1UL << 32) | IPPROTO_IP, IP_ADD_MEMBERSHIP, NULL, 0),
+                  EPERM);
+        CHECK_ERR(syscall(SYS_setsockopt, fd, IPPROTO_IPV6, (1UL << 63) | 32 /* FLOWLABEL_MGR */,
+                          NULL, 0),
+                  EPERM);
+        CHECK_ERR(syscall(SYS_setsockopt, fd, IPPROTO_IPV6, 32, NULL, 0), EPERM);
+        CHECK_ERR(syscall(SYS_setsockopt, fd, (7UL << 40) | IPPROTO_IPV6, IPV6_V6ONLY, NULL, 0),
+                  EINVAL);
+        close(fd);
         return bad;
 }
 
