@@ -52,7 +52,8 @@ LIBS     = $(PKG_LIBS) -lpthread
 
 LIB_SRCS  := $(sort $(wildcard src/base/*.c src/config/*.c src/http/*.c \
                      src/ipc/*.c src/jail/*.c src/runtime/*.c \
-                     src/jailer/*.c src/deps/*.c src/daemon/*.c src/net/*.c))
+                     src/jailer/*.c src/deps/*.c src/daemon/*.c src/net/*.c \
+                     src/shell/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/%.o)

@@ -157,11 +157,24 @@ static int check_subnet_size(struct loader *L)
                            c->net_subnet, netaddr_size(&p), need);
 }
 
+/* Shell jobs run as one UID of their own, never one a run may borrow. */
+static int check_shell_uid(struct loader *L)
+{
+        const struct config *c = &L->cfg;
+        if (c->shell_uid < c->uid_min || c->shell_uid > c->uid_max)
+                return 0;
+        return loader_fail(L, -EINVAL, origin_of(L, "shell.uid"), "shell.uid",
+                           "%d lies in the runs' UID pool jail.uid_min..jail.uid_max (%d..%d)",
+                           c->shell_uid, c->uid_min, c->uid_max);
+}
+
 static int check_cross(struct loader *L)
 {
         int r = check_uid_order(L);
         if (r == 0)
                 r = check_uid_pool(L);
+        if (r == 0)
+                r = check_shell_uid(L);
         return r < 0 ? r : check_subnet_size(L);
 }
 

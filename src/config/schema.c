@@ -87,6 +87,15 @@ static int check_ro_path(const char *v, struct schema_error *e)
         }
 }
 
+/* shell.home: absolute, normalised, and not "/" (every binding lives below it). */
+static int check_shell_home(const char *v, struct schema_error *e)
+{
+        int r = check_absolute(v, e);
+        if (r == 0 && strcmp(v, "/") == 0)
+                return schema_fail(e, 0, "shell.home cannot be '/'");
+        return r;
+}
+
 static int check_warm_mode(const char *v, struct schema_error *e)
 {
         char q[96];
@@ -402,6 +411,61 @@ const struct schema_row schema_rows[] = {
                 check_module, NULL,
              "Modules the Python zygote imports once, before any run (comma-separated in the "
              "environment)."),
+
+        BOOL("shell.enabled", shell_enabled, "false", NULL,
+             "Serve Dify's shell-job API (the Agent V2 shellctl runtime) on shell.port beside the "
+             "code-run API; jobs run in the jail (docs/API.md \"Shell jobs\")."),
+        INT("shell.port", shell_port, "5004", 1, 65535, NULL,
+            "Port of the shell-job API (Dify's local_sandbox service listens on 5004)."),
+        STR("shell.listen", shell_listen, "0.0.0.0", check_listen, NULL,
+            "IPv4 or IPv6 address the shell-job API binds."),
+        SECRET("shell.token", shell_token, "", NULL, "SHELLCTL_AUTH_TOKEN",
+               "Bearer token of the shell-job API (Authorization: Bearer TOKEN). Empty: every "
+               "route is open to anyone who reaches the port, as the reference does; unsafe "
+               "beyond a private network."),
+        STR("shell.state_dir", shell_state_dir, "/var/lib/lockbox/shell", check_absolute, NULL,
+            "Directory (root's) of job records and output: jobs/<id>/output.log is the "
+            "output_path the API reports."),
+        STR("shell.home", shell_home, "/home/dify", check_shell_home, NULL,
+            "Default HOME and working directory of jobs, and the tree every binding's HOME "
+            "and workspace must lie in; a job without HOME (a control script) sees all of it."),
+        INT("shell.uid", shell_uid, "11000", 1000, 2000000000, NULL,
+            "UID (and GID) shell jobs run as; it owns the files under shell.home. It must "
+            "lie outside jail.uid_min..jail.uid_max."),
+        INT("shell.max_jobs", shell_max_jobs, "64", 1, 4096, NULL,
+            "Jobs alive at once (running, or finished with processes left); one more run "
+            "is refused with 429 too_many_jobs."),
+        DURATION("shell.retention", shell_retention, "300", 0, 30 * 24 * HOURS, NULL,
+                 "How long a finished job and its output are kept before they are removed "
+                 "(the reference keeps them 300 s)."),
+        DURATION("shell.job_timeout", shell_job_timeout, "1h", 1, 30 * 24 * HOURS, NULL,
+                 "Wall-clock limit of one job: then it is interrupted, and killed with every "
+                 "process it made 10 s later. Dify's timeout field is how long a call waits, "
+                 "not a limit."),
+        SIZE("shell.memory", shell_memory_bytes, "1G", 16 * M, 256 * G,
+             "Memory of one job, every process it made included."),
+        INT("shell.processes", shell_processes, "256", 8, 65536, NULL,
+            "Tasks (processes and threads) of one job."),
+        STR("shell.path_isolation", shell_path_isolation, "true", NULL,
+            "SHELLCTL_ENABLE_PATH_ISOLATION",
+            "Landlock path rules on top of the job's mount view: exactly \"true\" is on, any "
+            "other value off (as the reference reads the variable). The mount view and the "
+            "rest of the jail stay either way."),
+        LIST("shell.landlock_rw_paths", schema_type_strlist, shell_landlock_rw,
+             n_shell_landlock_rw, check_absolute, "SHELLCTL_LANDLOCK_RW_PATHS",
+             "Extra host directories jobs may write, bound read-write into their view "
+             "(environment: comma-separated)."),
+        LISTDEF("shell.landlock_ro_paths", schema_type_strlist, shell_landlock_ro,
+                n_shell_landlock_ro,
+                "/usr,/bin,/sbin,/lib,/lib64,/etc,/proc,/opt/dify-agent-tools,/opt/homebrew,/snap",
+                check_absolute, "SHELLCTL_LANDLOCK_RO_PATHS",
+                "Directories jobs may read and execute (Landlock); those that exist and are not "
+                "/etc, /proc or /dev (the jail builds its own) are bound read-only into their "
+                "view (environment: comma-separated)."),
+        LISTDEF("shell.landlock_rw_dev_paths", schema_type_strlist, shell_landlock_rw_dev,
+                n_shell_landlock_rw_dev, "/dev/null,/dev/zero,/dev/urandom,/dev/random,/dev/tty",
+                check_absolute, "SHELLCTL_LANDLOCK_RW_DEV_PATHS",
+                "Device files jobs may open read-write (Landlock; environment: comma-separated)."),
 
         STR("dependencies.python_requirements", python_requirements,
             "dependencies/python-requirements.txt", NULL, NULL,
