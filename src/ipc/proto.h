@@ -18,8 +18,8 @@ enum proto_type {
         PROTO_KILL = 2,
         PROTO_RESULT = 3,
         PROTO_STARTED = 4,
-        PROTO_DEPS = 5,      /* HTTP -> jailer: install the dependency layer now */
-        PROTO_DEPS_DONE = 6, /* jailer -> HTTP on the channel: how it went */
+        PROTO_DEPS = 5,        /* HTTP -> jailer: install the dependency layer now */
+        PROTO_DEPS_DONE = 6,   /* jailer -> HTTP on the channel: how it went */
         PROTO_SHELL = 7,       /* HTTP -> jailer: a shell-job call (ipc/shell_proto.h) */
         PROTO_SHELL_REQ = 8,   /* HTTP -> jailer on the call's channel */
         PROTO_SHELL_REPLY = 9, /* jailer -> HTTP on the call's channel */
