@@ -731,6 +731,7 @@ static const char *const server_names[] = {
     "dup3",
     "pipe2",
     "eventfd2",
+    "memfd_create", /* a shell job's script, handed to the jailer sealed */
     /* waiting */
     "poll",
     "ppoll",
