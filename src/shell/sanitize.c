@@ -240,6 +240,20 @@ static int san_drain(struct sanitizer *s, struct strbuf *out)
         return 0;
 }
 
+/* How many bytes of b (printable ASCII, read as text, no '\r' pending)
+ * go straight into the line: the common case, copied in one go. */
+static size_t san_ascii_run(struct sanitizer *s, const unsigned char *b, size_t n)
+{
+        if (s->state != SAN_TEXT || s->pending_cr)
+                return 0;
+        size_t room = SANITIZE_LINE_MAX - s->line_len, m = 0;
+        while (m < n && m < room && b[m] >= 0x20 && b[m] < 0x7f)
+                m++;
+        memcpy(s->line + s->line_len, b, m);
+        s->line_len += m;
+        return m;
+}
+
 int sanitizer_feed(struct sanitizer *s, const char *in, size_t n, struct strbuf *out)
 {
         const unsigned char *b = (const unsigned char *)in;
@@ -253,6 +267,11 @@ int sanitizer_feed(struct sanitizer *s, const char *in, size_t n, struct strbuf 
                         return r;
         }
         while (i < n) {
+                size_t m = san_ascii_run(s, b + i, n - i);
+                if (m > 0) {
+                        i += m;
+                        continue;
+                }
                 int k = shell_utf8_char(b + i, n - i);
                 if (k < 0) { /* fewer than 4 bytes left: keep them for the next feed */
                         memcpy(s->u8, b + i, n - i);
