@@ -36,8 +36,10 @@
 #include "net/net.h"
 #include "jailer/jailer.h"
 
-static int open_listener(const char *addr, int port, const char *what, int *ret, char *err,
-                         size_t errlen)
+/* what names the setting; replaced: what a process holding the port may
+ * be. */
+static int open_listener(const char *addr, int port, const char *what, const char *replaced,
+                         int *ret, char *err, size_t errlen)
 {
         struct sockaddr_storage ss = {0};
         socklen_t len;
@@ -60,23 +62,18 @@ static int open_listener(const char *addr, int port, const char *what, int *ret,
         if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
             bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 511) < 0) {
                 int e = errno;
-                snprintf(err, errlen, "cannot listen on %s port %d (%s): %s%s", addr, port, what,
-                         strerror(e),
-                         e == EADDRINUSE ? "; another process (another lockboxd, or "
-                                           "dify-sandbox?) holds it"
-                                         : "");
+                snprintf(err, errlen, "cannot listen on %s port %d (%s): %s%s%s%s", addr, port,
+                         what, strerror(e),
+                         e == EADDRINUSE ? "; another process (another lockboxd, or " : "",
+                         e == EADDRINUSE ? replaced : "", e == EADDRINUSE ? "?) holds it" : "");
                 return -e;
         }
         *ret = TAKE_FD(fd);
         return 0;
 }
 
-static int open_listeners(const struct config *cfg, int *ret_api, int *ret_metrics, char *err,
-                          size_t errlen)
+static int open_metrics(const struct config *cfg, int *ret, char *err, size_t errlen)
 {
-        int r = open_listener(cfg->listen, cfg->port, "app.port", ret_api, err, errlen);
-        if (r < 0 || !cfg->metrics || !*cfg->metrics_listen)
-                return r;
         char addr[64];
         int port;
         if (parse_host_port(cfg->metrics_listen, addr, sizeof(addr), &port) < 0) {
@@ -84,7 +81,22 @@ static int open_listeners(const struct config *cfg, int *ret_api, int *ret_metri
                          cfg->metrics_listen);
                 return -EINVAL;
         }
-        return open_listener(addr, port, "server.metrics_listen", ret_metrics, err, errlen);
+        return open_listener(addr, port, "server.metrics_listen", "dify-sandbox", ret, err, errlen);
+}
+
+/* The code API's socket, the metrics' and the shell-job API's when
+ * configured (-1 otherwise); the caller closes them, also on failure. */
+static int open_listeners(const struct config *cfg, int *ret_api, int *ret_metrics, int *ret_shell,
+                          char *err, size_t errlen)
+{
+        int r =
+            open_listener(cfg->listen, cfg->port, "app.port", "dify-sandbox", ret_api, err, errlen);
+        if (r == 0 && cfg->metrics && *cfg->metrics_listen)
+                r = open_metrics(cfg, ret_metrics, err, errlen);
+        if (r == 0 && cfg->shell_enabled)
+                r = open_listener(cfg->shell_listen, cfg->shell_port, "shell.port", "shellctl",
+                                  ret_shell, err, errlen);
+        return r;
 }
 
 /* ---- start-up checks: refuse with one clear line what cannot work --------- */
@@ -190,6 +202,17 @@ static void warn_public_key(const struct config *cfg)
                  cfg->listen, cfg->port);
 }
 
+static void warn_open_shell(const struct config *cfg)
+{
+        if (!cfg->shell_enabled || *cfg->shell_token || loopback_only(cfg->shell_listen))
+                return;
+        log_warn(NULL, "security.shell_open",
+                 "listen=%s msg=\"the shell-job API has no token and listens beyond loopback: "
+                 "anyone who reaches port %d can run shell jobs. Set shell.token "
+                 "(SHELLCTL_AUTH_TOKEN).\"",
+                 cfg->shell_listen, cfg->shell_port);
+}
+
 /* The UDP relay socket's receive buffer: room for a few thousand queries,
  * so the burst every run may send at once (nftables' per-source limit)
  * is queued, not dropped, while the relay thread catches up. Set as root
@@ -256,7 +279,7 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
 {
         uid_t uid;
         gid_t gid;
-        _cleanup_close_ int lfd = -1, mfd = -1;
+        _cleanup_close_ int lfd = -1, mfd = -1, sfd = -1;
         struct jailer *j = NULL;
         if (http_exec_user(cfg->user, &uid, &gid, err, errlen) < 0)
                 return 1;
@@ -268,7 +291,7 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
                          cfg->user, (unsigned)uid, cfg->uid_min, cfg->uid_max);
                 return 1;
         }
-        if (open_listeners(cfg, &lfd, &mfd, err, errlen) < 0 ||
+        if (open_listeners(cfg, &lfd, &mfd, &sfd, err, errlen) < 0 ||
             jailer_new(cfg, &j, err, errlen) < 0)
                 return 1;
         /* ctrl: runs and installs; logs: the reopened log file, on SIGHUP */
@@ -285,6 +308,7 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
                               .gid = gid,
                               .listen_fd = lfd,
                               .metrics_fd = mfd,
+                              .shell_fd = sfd,
                               .ctrl_fd = sv[1],
                               .log_sock = lv[1],
                               .log_file_fd = log_get_file_fd(),
@@ -301,6 +325,7 @@ static int serve_claimed(const struct config *cfg, int self_fd, char *err, size_
         safe_close(lv[1]);
         lfd = safe_close(lfd);
         mfd = safe_close(mfd);
+        sfd = safe_close(sfd);
         if (pid < 0) {
                 snprintf(err, errlen, "%s: %s",
                          settings < 0 ? "the HTTP process's settings" : "fork", strerror(errno));
@@ -328,6 +353,7 @@ int daemon_main(const struct config *cfg, char *err, size_t errlen)
         if (check_capabilities(err, errlen) < 0 || probe_namespaces(err, errlen) < 0)
                 return 1;
         warn_public_key(cfg);
+        warn_open_shell(cfg);
         raise_fd_limit();
         /* a log reader that went away (stderr a closed pipe) must not kill
          * the jailer; every child resets this before it execs */

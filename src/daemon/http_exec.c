@@ -51,8 +51,8 @@
  * ends are the same binary, so a plain struct is the format. */
 struct settings {
         uint64_t magic;
-        int32_t listen_fd, metrics_fd, ctrl_fd, log_sock, log_file_fd, dns_udp_fd, dns_tcp_fd,
-            stats_fd;
+        int32_t listen_fd, metrics_fd, shell_fd, ctrl_fd, log_sock, log_file_fd, dns_udp_fd,
+            dns_tcp_fd, stats_fd;
         uint32_t uid, gid;
         int32_t jailer_pid;
         uint32_t n_dns, runs_addr, runs_len;
@@ -67,6 +67,7 @@ int http_exec_settings(const struct http_exec *x)
             .magic = SETTINGS_MAGIC,
             .listen_fd = x->listen_fd,
             .metrics_fd = x->metrics_fd,
+            .shell_fd = x->shell_fd,
             .ctrl_fd = x->ctrl_fd,
             .log_sock = x->log_sock,
             .log_file_fd = x->log_file_fd,
@@ -110,8 +111,9 @@ int http_exec_settings(const struct http_exec *x)
 
 _Noreturn void http_exec_child(const struct http_exec *x, int settings, int self_fd)
 {
-        int keep[] = {x->listen_fd,  x->metrics_fd, x->ctrl_fd,  x->log_sock, x->log_file_fd,
-                      x->dns_udp_fd, x->dns_tcp_fd, x->stats_fd, settings,    self_fd};
+        int keep[] = {x->listen_fd, x->metrics_fd,  x->shell_fd,   x->ctrl_fd,
+                      x->log_sock,  x->log_file_fd, x->dns_udp_fd, x->dns_tcp_fd,
+                      x->stats_fd,  settings,       self_fd};
         fd_close_all_except(3, keep, ELEMENTSOF(keep));
         for (size_t i = 0; i + 1 < ELEMENTSOF(keep); i++) /* all but self_fd cross the exec */
                 if (keep[i] >= 0 && fcntl(keep[i], F_SETFD, 0) < 0)
@@ -276,6 +278,7 @@ int http_exec_main(int settings_fd)
         struct http_server_opts o = {.cfg = &cfg,
                                      .listen_fd = s.listen_fd,
                                      .metrics_fd = s.metrics_fd,
+                                     .shell_fd = s.shell_fd,
                                      .ctrl_fd = s.ctrl_fd,
                                      .log_sock = s.log_sock,
                                      .stats = stats};

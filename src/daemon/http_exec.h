@@ -26,7 +26,7 @@ struct http_exec {
         const struct config *cfg;
         uid_t uid; /* server.user */
         gid_t gid;
-        int listen_fd, metrics_fd, ctrl_fd, log_sock, log_file_fd, dns_udp_fd, dns_tcp_fd,
+        int listen_fd, metrics_fd, shell_fd, ctrl_fd, log_sock, log_file_fd, dns_udp_fd, dns_tcp_fd,
             stats_fd; /* -1 where there is none */
         struct sockaddr_storage dns_upstreams[HTTP_EXEC_DNS_MAX];
         size_t n_dns_upstreams;

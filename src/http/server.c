@@ -1,6 +1,7 @@
-/* libmicrohttpd plumbing (see server.h): the route table, authentication
- * with a constant-time key check, the body cap, response headers, and the
- * graceful stop (refuse new work, let requests in flight finish). */
+/* libmicrohttpd plumbing (see server.h): a listener per API, each with
+ * its route table (router.h), authentication with a constant-time check,
+ * the body cap, response headers, and the graceful stop (refuse new work,
+ * let requests in flight finish). */
 #include "http/server.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -28,22 +30,11 @@
 #include "http/metrics.h"
 #include "http/peer.h"
 #include "http/result.h"
+#include "http/router.h"
 #include "http/routes.h"
+#include "http/shell.h"
 
-/* What a route's body may hold: none, a small JSON object, or up to
- * server.max_body_bytes. Nothing of a body is kept before the route and
- * the key (from the headers) have been checked. */
-enum body_kind { BODY_NONE, BODY_SMALL, BODY_CONFIGURED };
-
-struct route {
-        const char *method;
-        const char *path;
-        bool auth;
-        enum body_kind body;
-        struct http_reply (*handle)(struct http_state *st, const struct http_call *c);
-};
-
-static const struct route routes[] = {
+static const struct route api_routes[] = {
     {"GET", "/health", false, BODY_NONE, route_health},
     {"GET", "/ready", false, BODY_NONE, route_ready},
     {"GET", "/metrics", false, BODY_NONE, route_metrics},
@@ -53,21 +44,65 @@ static const struct route routes[] = {
     {"GET", "/v1/sandbox/dependencies/refresh", true, BODY_NONE, route_deps_refresh},
 };
 
-static size_t body_limit(const struct config *cfg, const struct route *r)
+static bool api_auth_ok(const struct config *cfg, const char *value)
 {
-        return r->body == BODY_NONE    ? 0
-               : r->body == BODY_SMALL ? HTTP_BODY_SMALL_BYTES
-                                       : (size_t)cfg->max_body_bytes;
+        return router_key_matches(value, cfg->key);
 }
 
-/* One libmicrohttpd daemon: the API's, or the metrics-only one of
- * server.metrics_listen. */
+/* The reference's envelope for every refusal; out of memory keeps its
+ * HTTP 200, like the handlers' other -500s. */
+static struct http_reply api_refuse(enum http_refusal why, const char *message)
+{
+        static const struct {
+                unsigned status;
+                int code;
+        } map[] = {
+            [REFUSE_NOT_FOUND] = {404, -404}, [REFUSE_METHOD] = {405, -405},
+            [REFUSE_AUTH] = {401, -401},      [REFUSE_TOO_LARGE] = {413, -413},
+            [REFUSE_HEADERS] = {431, -431},   [REFUSE_STOPPING] = {503, -503},
+            [REFUSE_NO_MEMORY] = {200, -500},
+        };
+        if (why == REFUSE_AUTH)
+                message = "missing or wrong API key (X-Api-Key header)";
+        return (struct http_reply){.status = map[why].status,
+                                   .body = result_error_json(map[why].code, message)};
+}
+
+static const struct route_table api_table = {
+    .routes = api_routes,
+    .n_routes = ELEMENTSOF(api_routes),
+    .metrics = true,
+    .auth_header = "X-Api-Key",
+    .auth_ok = api_auth_ok,
+    .refuse = api_refuse,
+};
+
+static size_t body_limit(const struct config *cfg, const struct route *r)
+{
+        switch (r->body) {
+        case BODY_NONE:
+                return 0;
+        case BODY_SMALL:
+                return HTTP_BODY_SMALL_BYTES;
+        case BODY_TEXT:
+                return HTTP_BODY_TEXT_BYTES;
+        default:
+                return (size_t)cfg->max_body_bytes;
+        }
+}
+
+/* One libmicrohttpd daemon: the API's, the metrics-only one of
+ * server.metrics_listen, or the shell-job API's. */
 struct listener {
         struct http_state *st;
+        const struct route_table *table;
         bool metrics_only;
         unsigned port;               /* the one it listens on */
-        struct deadlines *deadlines; /* shared by both listeners, or NULL */
+        struct deadlines *deadlines; /* shared by the listeners, or NULL */
 };
+
+/* The "{id}" of a path, cut to this size: a longer one is no job id. */
+#define PATH_ID_MAX 64
 
 struct request {
         const struct route *route;
@@ -76,18 +111,10 @@ struct request {
         bool counted; /* in st->active until its reply has gone out */
         struct trace trace;
         int64_t start_ms; /* monotonic_ms() when it came in */
+        bool has_id;
+        char path_id[PATH_ID_MAX + 1];
+        char allow[ROUTER_ALLOW_MAX];
 };
-
-/* Equal-length comparison that looks at every byte of the key whatever
- * the input; only the key's length could leak, never its content. */
-static bool key_matches(const char *given, const char *key)
-{
-        size_t gl = given ? strlen(given) : 0, kl = strlen(key);
-        unsigned char diff = gl != kl;
-        for (size_t i = 0; i < kl; i++)
-                diff |= (unsigned char)((i < gl ? given[i] : 0) ^ key[i]);
-        return given && diff == 0;
-}
 
 static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *rq,
                                   struct http_reply rep, bool close_after)
@@ -105,6 +132,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *r
         if (rep.body)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                         rep.content_type ? rep.content_type : "application/json");
+        if (rep.allow)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rep.allow);
         MHD_add_response_header(resp, "traceparent", tp);
         if (close_after)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -116,26 +145,19 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *r
 
 /* /metrics is on the API's port unless turned off or moved to its own
  * listener, which serves nothing else. */
-static bool route_visible(const struct listener *l, const struct route *r)
+static bool route_visible(const struct route *r, const void *ctx)
 {
+        const struct listener *l = ctx;
         const struct config *cfg = l->st->cfg;
         if (r->handle != route_metrics)
                 return !l->metrics_only;
         return cfg->metrics && (l->metrics_only || !*cfg->metrics_listen);
 }
 
-static const struct route *find_route(const struct listener *l, const char *method, const char *url,
-                                      bool *ret_path_known)
+static struct http_reply refuse(const struct listener *l, enum http_refusal why,
+                                const char *message)
 {
-        *ret_path_known = false;
-        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
-                if (strcmp(routes[i].path, url) != 0 || !route_visible(l, &routes[i]))
-                        continue;
-                *ret_path_known = true;
-                if (strcmp(routes[i].method, method) == 0)
-                        return &routes[i];
-        }
-        return NULL;
+        return l->table->refuse(why, message);
 }
 
 /* Headers are capped here (HTTP_HEADERS_MAX), with a JSON answer, below
@@ -158,15 +180,27 @@ static size_t headers_size(struct MHD_Connection *conn)
         return total;
 }
 
-static struct http_reply too_large(const struct config *cfg, const struct route *r)
+static struct http_reply too_large(const struct listener *l, const struct route *r)
 {
         char msg[128];
         if (r->body == BODY_NONE)
                 snprintf(msg, sizeof(msg), "%s %s takes no request body", r->method, r->path);
         else
                 snprintf(msg, sizeof(msg), "request body larger than %zu bytes",
-                         body_limit(cfg, r));
-        return (struct http_reply){.status = 413, .body = result_error_json(-413, msg)};
+                         body_limit(l->st->cfg, r));
+        return refuse(l, REFUSE_TOO_LARGE, msg);
+}
+
+/* No route: 404, or 405 with the methods the path takes. */
+static enum MHD_Result no_route(const struct listener *l, struct MHD_Connection *conn,
+                                struct request *rq, const struct route_match *m)
+{
+        if (!m->path_known)
+                return send_reply(conn, rq, refuse(l, REFUSE_NOT_FOUND, "not found"), false);
+        struct http_reply rep = refuse(l, REFUSE_METHOD, "method not allowed");
+        snprintf(rq->allow, sizeof(rq->allow), "%s", m->allow);
+        rep.allow = rq->allow;
+        return send_reply(conn, rq, rep, false);
 }
 
 /* First call for a request: route, auth and the declared body size can
@@ -174,58 +208,50 @@ static struct http_reply too_large(const struct config *cfg, const struct route 
 static enum MHD_Result first_call(const struct listener *l, struct MHD_Connection *conn,
                                   struct request *rq, const char *method, const char *url)
 {
-        struct http_state *st = l->st;
-        bool known;
+        const struct route_table *t = l->table;
         if (headers_size(conn) > HTTP_HEADERS_MAX) {
                 char msg[64];
                 snprintf(msg, sizeof(msg), "request headers larger than %d bytes",
                          HTTP_HEADERS_MAX);
-                return send_reply(
-                    conn, rq,
-                    (struct http_reply){.status = 431, .body = result_error_json(-431, msg)}, true);
+                return send_reply(conn, rq, refuse(l, REFUSE_HEADERS, msg), true);
         }
-        rq->route = find_route(l, method, url, &known);
-        if (!rq->route)
-                return send_reply(
-                    conn, rq,
-                    known
-                        ? (struct http_reply){.status = 405,
-                                              .body = result_error_json(-405, "method not allowed")}
-                        : (struct http_reply){.status = 404,
-                                              .body = result_error_json(-404, "not found")},
-                    false);
-        if (rq->route->auth &&
-            !key_matches(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key"),
-                         st->cfg->key))
-                return send_reply(
-                    conn, rq,
-                    (struct http_reply){.status = 401,
-                                        .body = result_error_json(-401, "missing or wrong API key "
-                                                                        "(X-Api-Key header)")},
-                    false);
+        struct route_match m;
+        router_find(t, method, url, route_visible, l, &m);
+        if (!m.route)
+                return no_route(l, conn, rq, &m);
+        rq->route = m.route;
+        rq->has_id = strstr(m.route->path, "{id}") != NULL;
+        snprintf(rq->path_id, sizeof(rq->path_id), "%.*s",
+                 (int)(m.id_len < PATH_ID_MAX ? m.id_len : PATH_ID_MAX), url + m.id_off);
+        if (rq->route->auth && !t->auth_ok(l->st->cfg, MHD_lookup_connection_value(
+                                                           conn, MHD_HEADER_KIND, t->auth_header)))
+                return send_reply(conn, rq, refuse(l, REFUSE_AUTH, NULL), false);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > body_limit(st->cfg, rq->route))
-                return send_reply(conn, rq, too_large(st->cfg, rq->route), true);
-        strbuf_init(&rq->body, body_limit(st->cfg, rq->route));
+        if (cl && strtoull(cl, NULL, 10) > body_limit(l->st->cfg, rq->route))
+                return send_reply(conn, rq, too_large(l, rq->route), true);
+        strbuf_init(&rq->body, body_limit(l->st->cfg, rq->route));
         return MHD_YES;
+}
+
+static const char *call_query(const struct http_call *c, const char *name)
+{
+        return MHD_lookup_connection_value(c->query_ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
 /* Every request that gets this far counts in st->active until
  * on_completed: its reply is only queued here, and a stopping server
  * must not close the connection before it has been sent. */
-static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *conn,
+static enum MHD_Result final_call(const struct listener *l, struct MHD_Connection *conn,
                                   struct request *rq)
 {
+        struct http_state *st = l->st;
         atomic_fetch_add(&st->active, 1);
         rq->counted = true;
         if (rq->too_large)
-                return send_reply(conn, rq, too_large(st->cfg, rq->route), true);
+                return send_reply(conn, rq, too_large(l, rq->route), true);
         if (atomic_load(&st->stopping))
-                return send_reply(
-                    conn, rq,
-                    (struct http_reply){.status = 503,
-                                        .body = result_error_json(-503, "server is shutting down")},
-                    true);
+                return send_reply(conn, rq, refuse(l, REFUSE_STOPPING, "server is shutting down"),
+                                  true);
         struct http_call call = {
             .content_type =
                 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
@@ -233,11 +259,13 @@ static enum MHD_Result final_call(struct http_state *st, struct MHD_Connection *
             .body_len = rq->body.len,
             .query_language = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "language"),
             .trace = &rq->trace,
+            .path_id = rq->has_id ? rq->path_id : NULL,
+            .query = call_query,
+            .query_ctx = conn,
         };
         struct http_reply rep = rq->route->handle(st, &call);
         if (!rep.body)
-                rep = (struct http_reply){.status = 200,
-                                          .body = result_error_json(-500, "out of memory")};
+                rep = refuse(l, REFUSE_NO_MEMORY, "out of memory");
         return send_reply(conn, rq, rep, false);
 }
 
@@ -287,7 +315,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return MHD_YES;
         }
         arm(l, conn, DEADLINE_NONE, 0);
-        return final_call(st, conn, rq);
+        return final_call(l, conn, rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -301,7 +329,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                 atomic_fetch_sub(&l->st->active, 1);
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
-        if (ci)
+        if (ci && l->table->metrics)
                 metrics_request(rq->route ? rq->route->path : NULL, ci->http_status);
         log_info(rq->trace.trace_id, "http.request", "route=%s status=%u duration_ms=%lld%s",
                  rq->route ? rq->route->path : "-", ci ? ci->http_status : 0,
@@ -372,15 +400,31 @@ static struct MHD_Daemon *start_daemon(struct listener *l, int listen_fd)
             on_connection, l, MHD_OPTION_END);
 }
 
-/* Requests in flight finish (each run is bounded by worker_timeout);
+/* Shell calls waiting for the jailer give up (the eventfd stays
+ * readable for every poller). */
+static void cancel_shell_calls(struct http_state *st)
+{
+        uint64_t one = 1;
+        if (st->shell_cancel_fd >= 0 && write(st->shell_cancel_fd, &one, sizeof(one)) < 0)
+                log_warn(NULL, "http.shell_cancel", "error=%s", log_q(strerror(errno)));
+}
+
+/* Requests in flight finish (each run is bounded by worker_timeout; a
+ * shell call's wait, up to 600 s, is cut after HTTP_SHELL_STOP_GRACE_MS);
  * new ones are refused with 503 meanwhile. */
 static void drain(struct http_state *st)
 {
         int64_t limit_ms = (int64_t)st->cfg->worker_timeout * 1000 + 5000;
         int64_t start = monotonic_ms();
+        bool cancelled = false;
         while ((atomic_load(&st->active) > 0 || atomic_load(&st->in_flight) > 0) &&
-               monotonic_ms() - start < limit_ms)
+               monotonic_ms() - start < limit_ms) {
+                if (!cancelled && monotonic_ms() - start >= HTTP_SHELL_STOP_GRACE_MS) {
+                        cancel_shell_calls(st);
+                        cancelled = true;
+                }
                 nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
+        }
 }
 
 static unsigned listen_port(int fd)
@@ -431,11 +475,58 @@ static int wait_for_stop(const sigset_t *mask, int log_sock)
         }
 }
 
+/* The listeners' daemons: the API's, and the metrics' and the shell
+ * API's when they have a socket. All or none start. */
+struct daemons {
+        struct MHD_Daemon *api, *metrics, *shell;
+};
+
+static void daemons_stop(struct daemons *d)
+{
+        struct MHD_Daemon **all[] = {&d->api, &d->metrics, &d->shell};
+        for (size_t i = 0; i < ELEMENTSOF(all); i++)
+                if (*all[i])
+                        MHD_stop_daemon(TAKE_PTR(*all[i]));
+}
+
+static int daemons_start(struct listener ls[3], const struct http_server_opts *o,
+                         struct daemons *ret)
+{
+        struct daemons d = {start_daemon(&ls[0], o->listen_fd), NULL, NULL};
+        bool ok = d.api &&
+                  (o->metrics_fd < 0 || (d.metrics = start_daemon(&ls[1], o->metrics_fd))) &&
+                  (o->shell_fd < 0 || (d.shell = start_daemon(&ls[2], o->shell_fd)));
+        if (!ok) {
+                int e = errno ? errno : EIO;
+                daemons_stop(&d);
+                return -e;
+        }
+        *ret = d;
+        return 0;
+}
+
+/* Stop accepting: the listening sockets are closed, open connections
+ * stay. */
+static void daemons_quiesce(struct daemons *d)
+{
+        struct MHD_Daemon *all[] = {d->api, d->shell};
+        for (size_t i = 0; i < ELEMENTSOF(all); i++) {
+                MHD_socket lfd = all[i] ? MHD_quiesce_daemon(all[i]) : MHD_INVALID_SOCKET;
+                if (lfd != MHD_INVALID_SOCKET)
+                        close(lfd);
+        }
+}
+
 int http_server_run(const struct http_server_opts *o)
 {
-        struct http_state st = {.cfg = o->cfg, .ctrl_fd = o->ctrl_fd, .stats = o->stats};
+        struct http_state st = {
+            .cfg = o->cfg, .ctrl_fd = o->ctrl_fd, .stats = o->stats, .shell_cancel_fd = -1};
         if (sem_init(&st.workers, 0, (unsigned)o->cfg->max_workers) < 0)
                 return 1;
+        if (o->shell_fd >= 0 && (st.shell_cancel_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
+                log_error(NULL, "http.start_failed", "error=%s", log_q(strerror(errno)));
+                return 1;
+        }
         metrics_init(o->stats, o->cfg->layer_dir);
         sigset_t mask;
         sigemptyset(&mask);
@@ -447,32 +538,34 @@ int http_server_run(const struct http_server_opts *o)
         struct deadlines *deadlines = deadlines_start();
         if (!deadlines)
                 log_warn(NULL, "http.deadlines_off", "error=%s", log_q(strerror(errno)));
-        struct listener api = {&st, false, (unsigned)o->cfg->port, deadlines},
-                        metrics = {&st, true, listen_port(o->metrics_fd), deadlines};
-        struct MHD_Daemon *d = start_daemon(&api, o->listen_fd), *md = NULL;
-        if (d && o->metrics_fd >= 0 && !(md = start_daemon(&metrics, o->metrics_fd)))
-                MHD_stop_daemon(TAKE_PTR(d));
-        if (!d) {
-                log_error(NULL, "http.start_failed", "error=%s", log_q(strerror(errno)));
+        struct listener ls[3] = {
+            {&st, &api_table, false, (unsigned)o->cfg->port, deadlines},
+            {&st, &api_table, true, listen_port(o->metrics_fd), deadlines},
+            {&st, &shell_route_table, false, listen_port(o->shell_fd), deadlines},
+        };
+        struct daemons d;
+        int r = daemons_start(ls, o, &d);
+        if (r < 0) {
+                log_error(NULL, "http.start_failed", "error=%s", log_q(strerror(-r)));
                 deadlines_stop(deadlines);
+                safe_close(st.shell_cancel_fd);
                 return 1;
         }
-        log_info(NULL, "http.listening", "listen=%s port=%d metrics=%s", o->cfg->listen,
+        log_info(NULL, "http.listening", "listen=%s port=%d metrics=%s shell=%s", o->cfg->listen,
                  o->cfg->port,
                  !o->cfg->metrics ? "off"
-                 : md             ? o->cfg->metrics_listen
-                                  : "api-port");
+                 : d.metrics      ? o->cfg->metrics_listen
+                                  : "api-port",
+                 d.shell ? "on" : "off");
         int sig = wait_for_stop(&mask, o->log_sock);
         atomic_store(&st.stopping, true);
-        MHD_socket lfd = MHD_quiesce_daemon(d);
-        if (lfd != MHD_INVALID_SOCKET)
-                close(lfd);
+        daemons_quiesce(&d);
         log_info(NULL, "http.stopping", "signal=%d in_flight=%d", sig, atomic_load(&st.in_flight));
         drain(&st);
-        MHD_stop_daemon(d);
-        if (md)
-                MHD_stop_daemon(md);
+        cancel_shell_calls(&st);
+        daemons_stop(&d);
         deadlines_stop(deadlines);
+        safe_close(st.shell_cancel_fd);
         sem_destroy(&st.workers);
         log_info(NULL, "http.stopped", "%s", "");
         return 0;
