@@ -1,5 +1,7 @@
 /* Landlock: a process takes away its own access to the filesystem (and,
- * where the kernel can, to TCP ports and to processes outside itself).
+ * where the kernel can, to TCP ports and to processes outside itself):
+ * landlock_confine() for the HTTP process, landlock_restrict_paths() for
+ * a shell job, landlock_scope_self() for runs.
  *
  * After landlock_confine() the calling process (and what it starts) may
  * only read files and list directories beneath `read_dirs` (directory
@@ -30,3 +32,18 @@ int landlock_confine(const int *read_dirs, size_t n_dirs, const uint16_t *connec
  * changes. 0 (also when the kernel has no scopes: nothing was done) or a
  * negative errno. */
 int landlock_scope_self(void);
+
+/* A shell job's path rules: read, write, create, remove and execute
+ * beneath the `rw` directories; read, list and execute beneath `ro`;
+ * read and write (with O_TRUNC and terminal requests) on the `rw_dev`
+ * files; nothing else anywhere. Paths that do not exist are skipped; a
+ * rule on a file gets the rights that apply to files. Best effort over the
+ * kernel's ABI: REFER (renames and links across directories, ABI 2;
+ * before it they fail with EXDEV), TRUNCATE (ABI 3) and IOCTL_DEV (ABI 5)
+ * are handled, and granted with write access, where the kernel knows
+ * them; the scopes of landlock_scope_self come with it on ABI 6. The
+ * opened fds the caller holds (a pty, pipes) stay usable: Landlock checks
+ * at open. 0, -EOPNOTSUPP without Landlock (nothing was done), or a
+ * negative errno. Needs no_new_privs. */
+int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
+                            const char *const *rw_dev, size_t n_dev);

@@ -1,6 +1,7 @@
-/* Syscall policy tables and their compilation (see policy.h).
+/* Syscall policy tables and their compilation (see policy.h): the runs'
+ * tables first, then what shell jobs change in them ("Shell jobs" below).
  *
- * Deliberately left out of the allow list (they get ENOSYS, the kernel's
+ * Deliberately left out of the runs' allow list (they get ENOSYS, the kernel's
  * answer for "not here", so libc and runtimes fall back): io_uring (its
  * ops bypass this filter), memfd_create (anonymous executable files),
  * splice/tee/vmsplice, SysV shm/sem/msg, mq_*, mbind and NUMA policy,
@@ -17,10 +18,15 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <linux/fs.h>
+#include <linux/netlink.h>
+#include <linux/random.h>
+#include <linux/sockios.h>
 
 #include "base/util.h"
 
@@ -547,6 +553,365 @@ static const struct {
     {exec_names, ELEMENTSOF(exec_names), POLICY_EXEC},
 };
 
+/* ---- Shell jobs ----
+ *
+ * A shell job is a user's own Linux userland: shells, coreutils, git,
+ * compilers and the code they build, make, Python with pip and venv,
+ * Node.js with npm, uv. It may run any program it can read, so exec and
+ * new processes are allowed and the filter is the bound on the kernel the
+ * job reaches, not on what it runs. The job's filter starts from the
+ * runs' tables and overrides the names below (policy_check_tables keeps
+ * each override different from the runs' verdict). What the shell leaves
+ * as the runs have it, among others: the kill list (ptrace, the mount
+ * API, namespaces, bpf, perf, keyrings, modules, kexec, clock setting,
+ * syslog, iopl...), clone3 and io_uring (ENOSYS: glibc falls back to
+ * clone, libuv to its thread pool), splice/tee/vmsplice (ENOSYS: coreutils,
+ * Rust and Go fall back to read/write), the setsockopt rule (multicast,
+ * anycast and flow labels would outlive the job in its namespace).
+ *
+ * Deliberately left out of the shell's allow list (ENOSYS): SysV IPC and
+ * POSIX message queues (objects that outlive the process that made them,
+ * in a namespace a later job may share), sync/syncfs (a flush of the
+ * whole host file system; fsync/fdatasync of its own files stay), NUMA
+ * policy, Linux AIO (io_setup...), process_madvise, memfd_secret,
+ * fanotify_mark (fanotify_init is on the kill list). */
+
+/* Allowed outright for a job, unlike runs (which refuse, kill or argue). */
+static const char *const shell_allow_names[] = {
+    /* programs and processes (clone is an argument rule below) */
+    "execve",
+    "execveat",
+    "fork",
+    "vfork",
+    /* job control; signals (the job's PID namespace bounds whom, and
+     * Landlock's signal scope, where the kernel has it) */
+    "setpgid",
+    "setsid",
+    "kill",
+    "tgkill",
+    "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo",
+    "pidfd_open",
+    "pidfd_send_signal",
+    /* servers inside the job's own network namespace; BSD locks (cargo,
+     * uv, flock(1) on its own files; one on a file of the shared read-only
+     * tree is seen by other jobs, which tools only lock in their caches) */
+    "listen",
+    "accept",
+    "accept4",
+    "flock",
+    /* limits: lowering them, or a soft one up to its hard one (raising a
+     * hard limit needs CAP_SYS_RESOURCE, which a job never holds) */
+    "setrlimit",
+    "prlimit64",
+    /* memory: the job's memory cgroup counts shared and memfd pages (no
+     * RLIMIT_DATA gap to close, unlike runs without one); locking is
+     * bounded by RLIMIT_MEMLOCK */
+    "mmap",
+    "memfd_create",
+    "mlock",
+    "mlock2",
+    "munlock",
+    "mlockall",
+    "munlockall",
+    "pkey_alloc",
+    "pkey_free",
+    "pkey_mprotect",
+    /* files */
+    "openat2",
+    "fchmodat2",
+    "fadvise64",
+    "readahead",
+    "sync_file_range",
+    "inotify_init",
+    "inotify_init1",
+    "inotify_add_watch",
+    "inotify_rm_watch",
+    /* extended attributes: cp -a, tar --xattrs, Python's shutil.copy2
+     * (which raises on ENOSYS); trusted.* and security.* need
+     * capabilities the job lacks */
+    "getxattr",
+    "lgetxattr",
+    "fgetxattr",
+    "listxattr",
+    "llistxattr",
+    "flistxattr",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    /* scheduling of its own tasks (real-time classes need RLIMIT_RTPRIO
+     * or CAP_SYS_NICE, which a job has neither of) */
+    "getcpu",
+    "sched_setaffinity",
+    "sched_getattr",
+    "sched_setattr",
+    "sched_setscheduler",
+    "sched_setparam",
+    "ioprio_get",
+    "ioprio_set",
+    /* identity: without capabilities the kernel lets a process only
+     * shuffle the IDs it already holds (all the job's one UID and GID)
+     * and drop capabilities, so a sudo-like change fails with EPERM from
+     * the kernel. A no-op must succeed: glibc's posix_spawn with
+     * POSIX_SPAWN_RESETIDS, which make uses for every recipe, calls
+     * seteuid(getuid()) and fails the spawn on an error. */
+    "setuid",
+    "setgid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setfsuid",
+    "setfsgid",
+    "capset",
+    /* sandboxing itself further: programs that confine themselves
+     * (browsers' renderers, tools built with libseccomp or Landlock
+     * support) load their own filter or domain, which only stacks on
+     * the job's layers, never loosens them */
+    "seccomp",
+    "landlock_create_ruleset",
+    "landlock_add_rule",
+    "landlock_restrict_self",
+};
+
+/* EPERM where runs are killed: supplementary groups and the host name
+ * are what sudo-like probes and `hostname NAME` try to change; the job has
+ * no capability for either, the kernel would refuse too (this keeps them
+ * refused were a capability ever left behind), and the job goes on. */
+static const char *const shell_eperm_names[] = {"setgroups", "sethostname", "setdomainname"};
+
+/* Killed and named for jobs (runs get ENOSYS, the default, for these):
+ * kcmp compares other processes' kernel objects (a ptrace-class probe),
+ * quotactl_fd is quotactl's newer door. */
+static const char *const shell_kill_names[] = {"kcmp", "quotactl_fd"};
+
+/* clone: processes and threads, never a new namespace. CLONE_NEWTIME
+ * shares its bit with the exit signal in clone's flags, so it can only
+ * come through unshare (killed) or clone3 (ENOSYS). The kernel reads the
+ * low 32 bits of the flags; the mask covers no other. */
+static int shell_add_clone(scmp_filter_ctx ctx, int nr, const struct policy_shell_opts *o)
+{
+        static const uint64_t ns[] = {CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+                                      CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET};
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                                 SCMP_A0_64(SCMP_CMP_MASKED_EQ, NS_FLAGS, 0));
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(ns); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, nr, 1,
+                                     SCMP_A0_64(SCMP_CMP_MASKED_EQ, ns[i], ns[i]));
+        return r;
+}
+
+static int shell_add_socket(scmp_filter_ctx ctx, int nr, const struct policy_shell_opts *o)
+{
+        /* Unix sockets of every type: the job's abstract names live in its
+         * own network namespace, and Landlock's scope (kernel 6.12) keeps
+         * it from those of processes outside the job. */
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                                 SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)AF_UNIX));
+        /* Route netlink: the addresses and routes of its own namespace
+         * (glibc's getaddrinfo with AI_ADDRCONFIG, `ip addr`); changing
+         * them needs CAP_NET_ADMIN. Other netlink families (audit, uevents,
+         * sock_diag, netfilter, generic...) are refused. */
+        static const int nl_types[] = {SOCK_RAW, SOCK_DGRAM};
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(nl_types); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 3,
+                                     SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)AF_NETLINK),
+                                     SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf, (uint64_t)nl_types[i]),
+                                     SCMP_A2_64(SCMP_CMP_EQ, (uint64_t)NETLINK_ROUTE));
+        /* With a network: TCP, UDP and ICMP echo ("ping" sockets, which
+         * the namespace's ping_group_range still decides), by default
+         * protocol or by name. No raw sockets (CAP_NET_RAW anyway), SCTP,
+         * MPTCP or UDP-Lite, whose modules a socket() would load. */
+        static const struct {
+                int family, type, protocol;
+        } inet[] = {
+            {AF_INET, SOCK_STREAM, 0},
+            {AF_INET, SOCK_STREAM, IPPROTO_TCP},
+            {AF_INET, SOCK_DGRAM, 0},
+            {AF_INET, SOCK_DGRAM, IPPROTO_UDP},
+            {AF_INET, SOCK_DGRAM, IPPROTO_ICMP},
+            {AF_INET6, SOCK_STREAM, 0},
+            {AF_INET6, SOCK_STREAM, IPPROTO_TCP},
+            {AF_INET6, SOCK_DGRAM, 0},
+            {AF_INET6, SOCK_DGRAM, IPPROTO_UDP},
+            {AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6},
+        };
+        for (size_t i = 0; r >= 0 && o->network && i < ELEMENTSOF(inet); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 3,
+                                     SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)inet[i].family),
+                                     SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xf, (uint64_t)inet[i].type),
+                                     SCMP_A2_64(SCMP_CMP_EQ, (uint64_t)inet[i].protocol));
+        /* Everything else (IP without a network, packet, raw, vsock,
+         * bluetooth, alg, xdp, can...): EPERM, "Operation not permitted",
+         * the answer a policy gives (EAFNOSUPPORT would claim the kernel
+         * lacks IPv4, and send programs looking for a fallback). */
+        if (r >= 0)
+                r = eperm_otherwise(ctx, nr, 0);
+        return r;
+}
+
+static int shell_add_socketpair(scmp_filter_ctx ctx, int nr, const struct policy_shell_opts *o)
+{
+        /* Unix pairs of every type (make's and Python's pipes, Node's
+         * stdio, asyncio); no other family makes pairs anyway. */
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                                 SCMP_A0_64(SCMP_CMP_EQ, (uint64_t)AF_UNIX));
+        return r < 0 ? r : eperm_otherwise(ctx, nr, 0);
+}
+
+/* ioctl, an allowlist (docs/SECURITY.md, "Shell jobs: system calls and
+ * Landlock"): the requests shells, terminal programs, compilers and
+ * runtimes make on what a job can open (ttys and its pty, pipes, sockets,
+ * regular files, /dev/null, zero, random, urandom). Each driver and file
+ * system behind an fd dispatches requests of its own, a denylist would
+ * have to know them all, and every request the kernel does not know for
+ * an fd answers ENOTTY, which programs take as "not supported here". The
+ * kernel reads the request's low 32 bits (an unsigned int): only those are
+ * compared. */
+#define SH_TCGETS2 0x802c542aU /* _IOR('T', 0x2A, struct termios2), which */
+#define SH_TCSETS2 0x402c542bU /* glibc's headers cannot spell */
+#define SH_TCSETSW2 0x402c542cU
+#define SH_TCSETSF2 0x402c542dU
+static const unsigned shell_ioctl_ok[] = {
+    /* terminal attributes, sizes, job control (sh, bash, stty, less,
+     * readline, vim; glibc's and libuv's isatty) */
+    TCGETS, TCSETS, TCSETSW, TCSETSF, SH_TCGETS2, SH_TCSETS2, SH_TCSETSW2, SH_TCSETSF2, TCGETA,
+    TCSETA, TCSETAW, TCSETAF, TCSBRK, TCSBRKP, TCXONC, TCFLSH, TIOCGWINSZ, TIOCSWINSZ, TIOCGPGRP,
+    TIOCSPGRP, TIOCGSID, TIOCSCTTY, TIOCNOTTY, TIOCOUTQ, TIOCEXCL, TIOCNXCL, TIOCGEXCL, TIOCGETD,
+    /* ptys of its own (Python's pty, script, expect, tmux, node-pty; libuv
+     * asks TIOCGPTN to tell a pty's two ends apart) */
+    TIOCGPTN, TIOCSPTLCK, TIOCGPTLCK, TIOCGPTPEER, TIOCPKT, TIOCGPKT, TIOCSIG,
+    /* any fd: bytes waiting, flags */
+    FIONREAD, FIONBIO, FIOASYNC, FIOCLEX, FIONCLEX,
+    /* sockets: queue sizes, urgent mark, receive time, and reading the
+     * interfaces of its own namespace (ifconfig, hostname -I) */
+    SIOCATMARK, SIOCGSTAMP_OLD, SIOCGSTAMPNS_OLD, SIOCOUTQNSD, SIOCGIFNAME, SIOCGIFCONF,
+    SIOCGIFFLAGS, SIOCGIFADDR, SIOCGIFDSTADDR, SIOCGIFBRDADDR, SIOCGIFNETMASK, SIOCGIFMETRIC,
+    SIOCGIFMTU, SIOCGIFHWADDR, SIOCGIFINDEX, SIOCGIFTXQLEN,
+    /* files: reflink copies (cp --reflink=auto tries them first), reading
+     * inode flags (lsattr); the entropy count of /dev/random */
+    FICLONE, FICLONERANGE, FS_IOC_GETFLAGS, FS_IOC_FSGETXATTR, RNDGETENTCNT};
+
+/* Refused with EPERM, named so the answer is "not permitted", not "not a
+ * tty": typing into a terminal's input (TIOCSTI), the console's
+ * selection and keyboard (TIOCLINUX), redirecting the console (TIOCCONS),
+ * changing a line discipline (TIOCSETD, the door to n_gsm, n_hdlc and
+ * their bugs), inode flags and project ids (FS_IOC_SETFLAGS,
+ * FS_IOC_FSSETXATTR: a project id escapes project quotas). */
+static const unsigned shell_ioctl_refused[] = {TIOCSTI,  TIOCLINUX,       TIOCCONS,
+                                               TIOCSETD, FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR};
+
+static int shell_add_ioctl(scmp_filter_ctx ctx, int nr, const struct policy_shell_opts *o)
+{
+        int r = 0;
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(shell_ioctl_refused); i++)
+                r = seccomp_rule_add(
+                    ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                    SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffff, (uint64_t)shell_ioctl_refused[i]));
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(shell_ioctl_ok); i++)
+                r = seccomp_rule_add(
+                    ctx, SCMP_ACT_ALLOW, nr, 1,
+                    SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffff, (uint64_t)shell_ioctl_ok[i]));
+        /* libseccomp tries the exact rules first, then this one */
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOTTY), nr, 1,
+                                     SCMP_A1_64(SCMP_CMP_GE, 0));
+        return r;
+}
+
+#ifndef PR_SET_MDWE
+#define PR_SET_MDWE 65
+#define PR_GET_MDWE 66
+#endif
+#ifndef PR_GET_AUXV
+#define PR_GET_AUXV 0x41555856
+#endif
+
+static int shell_add_prctl(scmp_filter_ctx ctx, int nr, const struct policy_shell_opts *o)
+{
+        /* What programs do to themselves: names, death signals,
+         * subreapers (tini, make-like supervisors), dumpability, timer
+         * slack, THP, speculation and W^X hardening, VMA names, the
+         * no_new_privs and seccomp pair that self-sandboxing tools use,
+         * and queries. Each acts on the caller alone or needs a
+         * capability the job lacks (ambient raises, keepcaps). Everything
+         * else, e.g. PR_SET_MM or PR_SET_SECUREBITS, is refused. */
+        static const uint64_t ok[] = {PR_SET_PDEATHSIG,
+                                      PR_GET_PDEATHSIG,
+                                      PR_GET_DUMPABLE,
+                                      PR_SET_DUMPABLE,
+                                      PR_GET_KEEPCAPS,
+                                      PR_SET_KEEPCAPS,
+                                      PR_SET_NAME,
+                                      PR_GET_NAME,
+                                      PR_GET_SECCOMP,
+                                      PR_SET_SECCOMP,
+                                      PR_CAPBSET_READ,
+                                      PR_GET_SECUREBITS,
+                                      PR_GET_TIMERSLACK,
+                                      PR_SET_TIMERSLACK,
+                                      PR_SET_CHILD_SUBREAPER,
+                                      PR_GET_CHILD_SUBREAPER,
+                                      PR_SET_NO_NEW_PRIVS,
+                                      PR_GET_NO_NEW_PRIVS,
+                                      PR_GET_TID_ADDRESS,
+                                      PR_SET_THP_DISABLE,
+                                      PR_GET_THP_DISABLE,
+                                      PR_CAP_AMBIENT,
+                                      PR_GET_SPECULATION_CTRL,
+                                      PR_SET_SPECULATION_CTRL,
+                                      PR_SET_MDWE,
+                                      PR_GET_MDWE,
+                                      PR_GET_AUXV,
+                                      PR_SET_PTRACER,
+                                      0x53564d41 /* PR_SET_VMA */};
+        int r = 0;
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(ok); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0_64(SCMP_CMP_EQ, ok[i]));
+        return r < 0 ? r : eperm_otherwise(ctx, nr, 0);
+}
+
+static int shell_add_personality(scmp_filter_ctx ctx, int nr, const struct policy_shell_opts *o)
+{
+        /* The query (0xffffffff), Linux, its 32-bit flavour (linux32,
+         * uname says i686) and no address randomisation for itself
+         * (setarch -R, debuggers, reproducible builds). The rest
+         * (MMAP_PAGE_ZERO, READ_IMPLIES_EXEC, foreign personalities) only
+         * serves exploits and old binaries: killed and named. The kernel
+         * reads an unsigned int: the low 32 bits are compared. */
+        static const uint32_t ok[] = {0xffffffffU, PER_LINUX, PER_LINUX | ADDR_NO_RANDOMIZE,
+                                      PER_LINUX32, PER_LINUX32 | ADDR_NO_RANDOMIZE};
+        int r = 0;
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(ok); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                                     SCMP_A0_64(SCMP_CMP_MASKED_EQ, 0xffffffff, ok[i]));
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, nr, 1, SCMP_A0_64(SCMP_CMP_GE, 0));
+        return r;
+}
+
+static const struct shell_arg_rule {
+        const char *name;
+        int (*add)(scmp_filter_ctx ctx, int nr, const struct policy_shell_opts *o);
+} shell_arg_rules[] = {
+    {"clone", shell_add_clone},           {"socket", shell_add_socket},
+    {"socketpair", shell_add_socketpair}, {"ioctl", shell_add_ioctl},
+    {"prctl", shell_add_prctl},           {"personality", shell_add_personality},
+};
+
+static const struct {
+        const char *const *names;
+        size_t n;
+        enum policy_action action;
+} shell_tables[] = {
+    {shell_allow_names, ELEMENTSOF(shell_allow_names), POLICY_ALLOW},
+    {shell_eperm_names, ELEMENTSOF(shell_eperm_names), POLICY_EPERM},
+    {shell_kill_names, ELEMENTSOF(shell_kill_names), POLICY_KILL},
+};
+
 enum policy_action policy_lookup(const char *name)
 {
         for (size_t i = 0; i < ELEMENTSOF(arg_rules); i++)
@@ -570,6 +935,45 @@ static unsigned count_name(const char *name)
         return n;
 }
 
+/* The shell's own entry for a name: POLICY_DEFAULT when it has none and
+ * the runs' verdict holds. */
+static enum policy_action shell_entry(const char *name)
+{
+        for (size_t i = 0; i < ELEMENTSOF(shell_arg_rules); i++)
+                if (strcmp(shell_arg_rules[i].name, name) == 0)
+                        return POLICY_ARGS;
+        for (size_t t = 0; t < ELEMENTSOF(shell_tables); t++)
+                for (size_t i = 0; i < shell_tables[t].n; i++)
+                        if (strcmp(shell_tables[t].names[i], name) == 0)
+                                return shell_tables[t].action;
+        return POLICY_DEFAULT;
+}
+
+enum policy_action policy_shell_lookup(const char *name)
+{
+        enum policy_action a = shell_entry(name);
+        return a != POLICY_DEFAULT ? a : policy_lookup(name);
+}
+
+static unsigned count_shell_name(const char *name)
+{
+        unsigned n = 0;
+        for (size_t i = 0; i < ELEMENTSOF(shell_arg_rules); i++)
+                n += strcmp(shell_arg_rules[i].name, name) == 0;
+        for (size_t t = 0; t < ELEMENTSOF(shell_tables); t++)
+                for (size_t i = 0; i < shell_tables[t].n; i++)
+                        n += strcmp(shell_tables[t].names[i], name) == 0;
+        return n;
+}
+
+/* A shell entry is in one shell table only, and says something else than
+ * the runs' (an entry that agrees belongs in the shared table). Argument
+ * rules differ from the runs' by being the shell's own. */
+static bool shell_name_ok(const char *name, enum policy_action a)
+{
+        return count_shell_name(name) == 1 && (a == POLICY_ARGS || policy_lookup(name) != a);
+}
+
 int policy_check_tables(const char **ret_bad)
 {
         for (size_t t = 0; t < ELEMENTSOF(tables); t++)
@@ -581,6 +985,17 @@ int policy_check_tables(const char **ret_bad)
         for (size_t i = 0; i < ELEMENTSOF(arg_rules); i++)
                 if (count_name(arg_rules[i].name) != 1) {
                         *ret_bad = arg_rules[i].name;
+                        return -EEXIST;
+                }
+        for (size_t t = 0; t < ELEMENTSOF(shell_tables); t++)
+                for (size_t i = 0; i < shell_tables[t].n; i++)
+                        if (!shell_name_ok(shell_tables[t].names[i], shell_tables[t].action)) {
+                                *ret_bad = shell_tables[t].names[i];
+                                return -EEXIST;
+                        }
+        for (size_t i = 0; i < ELEMENTSOF(shell_arg_rules); i++)
+                if (!shell_name_ok(shell_arg_rules[i].name, POLICY_ARGS)) {
+                        *ret_bad = shell_arg_rules[i].name;
                         return -EEXIST;
                 }
         return 0;
@@ -604,10 +1019,10 @@ char *policy_syscall_name(int nr)
         return strdup(buf);
 }
 
-static bool is_extra(const struct policy_opts *o, int nr)
+static bool is_extra(const int *extra, size_t n_extra, int nr)
 {
-        for (size_t i = 0; i < o->n_extra; i++)
-                if (o->extra[i] == nr)
+        for (size_t i = 0; i < n_extra; i++)
+                if (extra[i] == nr)
                         return true;
         return false;
 }
@@ -628,11 +1043,11 @@ static uint32_t action_of(enum policy_action a)
 }
 
 /* Add one plain table entry unless the configuration allowed it outright. */
-static int add_named(scmp_filter_ctx ctx, const char *name, enum policy_action a,
-                     const struct policy_opts *o)
+static int add_named(scmp_filter_ctx ctx, const char *name, enum policy_action a, const int *extra,
+                     size_t n_extra)
 {
         int nr = seccomp_syscall_resolve_name(name);
-        if (nr < 0 || is_extra(o, nr) || a == POLICY_ENOSYS)
+        if (nr < 0 || is_extra(extra, n_extra, nr) || a == POLICY_ENOSYS)
                 return 0; /* not on this arch, added below, or the default already */
         return seccomp_rule_add(ctx, action_of(a), nr, 0);
 }
@@ -642,15 +1057,16 @@ static int add_all(scmp_filter_ctx ctx, const struct policy_opts *o)
         int r;
         for (size_t t = 0; t < ELEMENTSOF(tables); t++)
                 for (size_t i = 0; i < tables[t].n; i++)
-                        if ((r = add_named(ctx, tables[t].names[i], tables[t].action, o)) < 0)
+                        if ((r = add_named(ctx, tables[t].names[i], tables[t].action, o->extra,
+                                           o->n_extra)) < 0)
                                 return r;
         for (const char *const *l = o->lang_allow; l && *l; l++)
                 if (policy_lookup(*l) != POLICY_ALLOW &&
-                    (r = add_named(ctx, *l, POLICY_ALLOW, o)) < 0)
+                    (r = add_named(ctx, *l, POLICY_ALLOW, o->extra, o->n_extra)) < 0)
                         return r;
         for (size_t i = 0; i < ELEMENTSOF(arg_rules); i++) {
                 int nr = seccomp_syscall_resolve_name(arg_rules[i].name);
-                if (nr < 0 || is_extra(o, nr))
+                if (nr < 0 || is_extra(o->extra, o->n_extra, nr))
                         continue;
                 if ((r = arg_rules[i].add(ctx, nr, o)) < 0)
                         return r;
@@ -686,11 +1102,13 @@ static int export_prog(scmp_filter_ctx ctx, struct policy_prog *ret)
         return 0;
 }
 
-int policy_build(const struct policy_opts *o, struct policy_prog *ret)
+/* A filter whose default is ENOSYS and which kills foreign architectures
+ * (i386, x32), or NULL. */
+static scmp_filter_ctx filter_new(void)
 {
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
         if (!ctx)
-                return -ENOMEM;
+                return NULL;
         int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
         if (r >= 0)
                 r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
@@ -700,8 +1118,76 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret)
          * of ~170 rules made that ~0.3 ms of each run's CPU. */
         if (r >= 0)
                 r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+        if (r < 0) {
+                seccomp_release(ctx);
+                return NULL;
+        }
+        return ctx;
+}
+
+int policy_build(const struct policy_opts *o, struct policy_prog *ret)
+{
+        scmp_filter_ctx ctx = filter_new();
+        if (!ctx)
+                return -ENOMEM;
+        int r = add_all(ctx, o);
         if (r >= 0)
-                r = add_all(ctx, o);
+                r = export_prog(ctx, ret);
+        seccomp_release(ctx);
+        return r;
+}
+
+/* The runs' tables and rules where the shell has no entry of its own. */
+static int add_shell_shared(scmp_filter_ctx ctx, const struct policy_shell_opts *o)
+{
+        const struct policy_opts runs = {.network = o->network};
+        int r;
+        for (size_t t = 0; t < ELEMENTSOF(tables); t++)
+                for (size_t i = 0; i < tables[t].n; i++)
+                        if (shell_entry(tables[t].names[i]) == POLICY_DEFAULT &&
+                            (r = add_named(ctx, tables[t].names[i], tables[t].action, o->extra,
+                                           o->n_extra)) < 0)
+                                return r;
+        for (size_t i = 0; i < ELEMENTSOF(arg_rules); i++) {
+                int nr = seccomp_syscall_resolve_name(arg_rules[i].name);
+                if (nr < 0 || is_extra(o->extra, o->n_extra, nr) ||
+                    shell_entry(arg_rules[i].name) != POLICY_DEFAULT)
+                        continue;
+                if ((r = arg_rules[i].add(ctx, nr, &runs)) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int add_shell_all(scmp_filter_ctx ctx, const struct policy_shell_opts *o)
+{
+        int r = add_shell_shared(ctx, o);
+        if (r < 0)
+                return r;
+        for (size_t t = 0; t < ELEMENTSOF(shell_tables); t++)
+                for (size_t i = 0; i < shell_tables[t].n; i++)
+                        if ((r = add_named(ctx, shell_tables[t].names[i], shell_tables[t].action,
+                                           o->extra, o->n_extra)) < 0)
+                                return r;
+        for (size_t i = 0; i < ELEMENTSOF(shell_arg_rules); i++) {
+                int nr = seccomp_syscall_resolve_name(shell_arg_rules[i].name);
+                if (nr < 0 || is_extra(o->extra, o->n_extra, nr))
+                        continue;
+                if ((r = shell_arg_rules[i].add(ctx, nr, o)) < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < o->n_extra; i++)
+                if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, o->extra[i], 0)) < 0 && r != -EEXIST)
+                        return r;
+        return 0;
+}
+
+int policy_build_shell(const struct policy_shell_opts *o, struct policy_prog *ret)
+{
+        scmp_filter_ctx ctx = filter_new();
+        if (!ctx)
+                return -ENOMEM;
+        int r = add_shell_all(ctx, o);
         if (r >= 0)
                 r = export_prog(ctx, ret);
         seccomp_release(ctx);

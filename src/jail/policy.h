@@ -43,12 +43,30 @@ int policy_build(const struct policy_opts *o, struct policy_prog *ret);
  * exec, a debugger or a namespace kill it, so a bug in the HTTP code
  * cannot become a shell. */
 int policy_build_server(struct policy_prog *ret);
+/* A shell job's filter (built once at start-up, like the runs'): shells,
+ * coreutils, git, cc/ld, make, Python with pip and venv, Node.js with npm
+ * and uv run under it. Exec and new processes and threads are allowed,
+ * new namespaces are not; ptys, job control and signals within the job
+ * work; sockets are Unix, route netlink, and TCP/UDP/ICMP echo with a
+ * network; the runs' kill list goes to the keeper's listener (the
+ * jailer ends the job and names the call). policy.c says what differs
+ * from the runs and why. */
+struct policy_shell_opts {
+        bool network;     /* AF_INET/AF_INET6 sockets (the binding has a network) */
+        const int *extra; /* allowed_syscalls of the configuration */
+        size_t n_extra;
+};
+int policy_build_shell(const struct policy_shell_opts *o, struct policy_prog *ret);
+/* What a shell job's filter does with a syscall name: the shell's own entry,
+ * else the runs' (policy_lookup). */
+enum policy_action policy_shell_lookup(const char *name);
 /* The Python zygote's (inherited by its children): no exec. */
 int policy_build_zygote(struct policy_prog *ret);
 void policy_prog_free(struct policy_prog *p);
 /* The static table entry for a syscall name (POLICY_DEFAULT if unlisted). */
 enum policy_action policy_lookup(const char *name);
-/* 0 when no name sits in two tables and every name is well formed. */
+/* 0 when no name sits in two of the runs' tables, nor in two of the
+ * shell's, and no shell entry repeats the runs' verdict for its name. */
 int policy_check_tables(const char **ret_bad);
 /* True for execve/execveat: notifications the jailer answers, not kills. */
 bool policy_is_exec(int nr);
