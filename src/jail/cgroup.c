@@ -537,6 +537,30 @@ int cgroup_run_destroy(struct cgroup_run *run)
         return 0;
 }
 
+int cgroup_run_remove(struct cgroup_run *run)
+{
+        int r = 0;
+        run->dirfd = safe_close(run->dirfd);
+        for (int h = 0; h < H_MAX; h++)
+                if (run->dir[h] && kill_and_remove(run->dir[h]) < 0)
+                        r = -EBUSY;
+        return r;
+}
+
+int cgroup_run_count(const struct cgroup_run *run)
+{
+        char buf[8192];
+        int n = 0;
+        if (!run->dir[0])
+                return 0;
+        int r = read_file(run->dir[0], "cgroup.procs", buf, sizeof(buf));
+        if (r < 0)
+                return r;
+        for (char *p = buf; *p; p++)
+                n += *p == '\n';
+        return n ? n : buf[0] != '\0';
+}
+
 struct cgroup_run *cgroup_run_free(struct cgroup_run *run)
 {
         if (run) {

@@ -54,4 +54,10 @@ uint64_t cgroup_read_keyed(const char *dir, const char *file, const char *key);
  * the groups stay for the slot's next run. -EBUSY if a group could not be
  * emptied, and then the UID must not be reused. */
 int cgroup_run_destroy(struct cgroup_run *run);
+/* A group that is not kept for a next run (a shell job's): kill what is
+ * inside and remove it. -EBUSY if it could not be emptied. */
+int cgroup_run_remove(struct cgroup_run *run);
+/* Processes in the group now (0: empty; on v1 the memory hierarchy's),
+ * or -errno. */
+int cgroup_run_count(const struct cgroup_run *run);
 struct cgroup_run *cgroup_run_free(struct cgroup_run *run);

@@ -90,5 +90,38 @@ int jail_identity_drop(uid_t uid, gid_t gid);
 /* Where runs see the dependency layer (read-only, last on sys.path). */
 #define JAIL_DEPS_PATH "/opt/lockbox/python"
 
+/* A shell job's filesystem (src/shell/): the host's system paths and a
+ * few /etc entries read-only, the job's HOME and workspace read-write at
+ * the absolute paths the client names, its script read-only at its own
+ * path, a generated /etc identity, /dev with its own devpts instance, a
+ * /proc of the binding's PID namespace and a private /tmp. */
+struct jail_view_rw {
+        const char *path; /* absolute, where the job sees it */
+        int fd;           /* jail_tree_detach() of the directory, or -1: bind path itself */
+};
+struct jail_view {
+        const char *const *ro_paths; /* host paths bound read-only at the same place */
+        size_t n_ro_paths;
+        const struct jail_view_rw *rw;
+        size_t n_rw;
+        const char *file_path; /* the script: bound read-only at its own path */
+        int file_fd;           /* jail_tree_detach(..., true) of it */
+        const char *hostname;
+        const char *resolv_conf; /* NULL: the host's */
+        const char *home;        /* the passwd entry's home */
+        uid_t uid;
+        gid_t gid;
+        int64_t tmp_bytes; /* /tmp's size */
+        const char *cwd;   /* where the job starts */
+};
+/* A detached copy of the mount at fd (a directory or file opened with
+ * O_PATH in the caller's mount namespace), nosuid and nodev, read-only if
+ * asked: a namespace made later attaches it with move_mount, which a bind
+ * of a path from another namespace cannot do. The fd or -errno. */
+int jail_tree_detach(int fd, bool readonly);
+/* Build it in the caller's (private) mount namespace, enter it, chdir to
+ * cwd. 0 or -errno. */
+int jail_view_enter(const struct jail_view *v);
+
 /* Runs the steps; cold: exec, never returns; warm: returns 0. */
 int jail_child_main(const struct jail_spec *s);

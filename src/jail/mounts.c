@@ -380,3 +380,120 @@ int jail_mounts_setup(const struct jail_spec *s)
                 r = jail_root_enter();
         return r;
 }
+
+/* ---- a shell job's view (jail_view_enter) ----------------------------- */
+
+/* Bind an O_PATH directory (or a host path when fd < 0) at path inside the
+ * new root, read-write but nosuid,nodev. The directory is the one the
+ * jailer resolved, whatever was renamed or linked since. */
+static int bind_rw(const struct jail_view_rw *rw)
+{
+        char dst[PATH_MAX];
+        int r = path_in_root(dst, sizeof(dst), rw->path);
+        if (r < 0)
+                return r;
+        if ((r = file_mkdir_parents(dst, strlen(NEWROOT))) < 0)
+                return r;
+        if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        if (rw->fd >= 0)
+                return attach_tree(rw->fd, dst); /* nosuid,nodev already */
+        if (mount(rw->path, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                return -errno;
+        if (mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, NULL) < 0)
+                return -errno;
+        return 0;
+}
+
+static int bind_file_ro(const char *path, int fd)
+{
+        char dst[PATH_MAX];
+        int r = path_in_root(dst, sizeof(dst), path);
+        if (r < 0)
+                return r;
+        if ((r = file_mkdir_parents(dst, strlen(NEWROOT))) < 0)
+                return r;
+        _cleanup_close_ int t = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+        if (t < 0)
+                return -errno;
+        return attach_tree(fd, dst); /* read-only, nosuid, nodev already */
+}
+
+int jail_tree_detach(int fd, bool readonly)
+{
+        int tree = (int)syscall(SYS_open_tree, fd, "",
+                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (tree < 0)
+                return -errno;
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                              (readonly ? MOUNT_ATTR_RDONLY : 0)};
+        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                    sizeof(attr)) < 0) {
+                int e = errno;
+                close(tree);
+                return -e;
+        }
+        return tree;
+}
+
+/* The terminal devices: /dev/tty (the caller's controlling terminal,
+ * whatever instance it is on) and a devpts instance of the job's own, so
+ * its pseudo-terminals are invisible to everyone else and theirs to it. */
+static int make_pts(void)
+{
+        _cleanup_close_ int fd = open(NEWROOT "/dev/tty", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+                return -errno;
+        if (mount("/dev/tty", NEWROOT "/dev/tty", NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, NEWROOT "/dev/tty", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC,
+                  NULL) < 0)
+                return -errno;
+        if (mkdir(NEWROOT "/dev/pts", 0755) < 0)
+                return -errno;
+        if (mount("devpts", NEWROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+                return -errno;
+        if (symlink("pts/ptmx", NEWROOT "/dev/ptmx") < 0)
+                return -errno;
+        return 0;
+}
+
+int jail_view_enter(const struct jail_view *v)
+{
+        char opts[128], text[512];
+        int r = jail_root_build(v->ro_paths, v->n_ro_paths, v->hostname, v->resolv_conf);
+        if (r == 0)
+                r = make_pts();
+        if (r < 0)
+                return r;
+        /* /tmp: private, its pages charged to the job's memory group; first,
+         * so a HOME under /tmp (tests) is bound over it, not hidden by it */
+        snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=65536,mode=1777",
+                 (long long)v->tmp_bytes);
+        if (mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return -errno;
+        for (size_t i = 0; r == 0 && i < v->n_rw; i++)
+                r = bind_rw(&v->rw[i]);
+        if (r == 0 && v->file_path)
+                r = bind_file_ro(v->file_path, v->file_fd);
+        if (r < 0)
+                return r;
+        /* the binding's processes (all of them the job's UID); read-only */
+        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "hidepid=invisible") < 0 ||
+            mount(NULL, NEWROOT "/proc", NULL,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return -errno;
+        snprintf(text, sizeof(text),
+                 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                 "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n",
+                 (unsigned)v->uid, (unsigned)v->gid, v->home);
+        if ((r = bind_generated(NEWROOT "/tmp", NEWROOT "/etc/passwd", text)) < 0)
+                return r;
+        snprintf(text, sizeof(text), "root:x:0:\nsandbox:x:%u:\n", (unsigned)v->gid);
+        if ((r = bind_generated(NEWROOT "/tmp", NEWROOT "/etc/group", text)) < 0)
+                return r;
+        if ((r = jail_root_enter()) < 0)
+                return r;
+        return chdir(v->cwd) < 0 ? -errno : 0;
+}

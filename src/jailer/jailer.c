@@ -40,6 +40,8 @@
 #include "jail/uidpool.h"
 #include "deps/deps.h"
 #include "jailer/internal.h"
+#include "shell/shell.h"
+#include "ipc/shell_proto.h"
 #include "runtime/runtime.h"
 
 struct pending;
@@ -48,7 +50,8 @@ struct jailer {
         struct run_env env; /* what runs are made with, lent to runs, pools and zygote */
         struct runs *runs;
         struct warm *warm;
-        int stats_fd; /* the statistics page's sealed memfd, handed to the HTTP process */
+        struct shell *shell; /* shell jobs (shell.enabled), or NULL */
+        int stats_fd;        /* the statistics page's sealed memfd, handed to the HTTP process */
         int sigfd, ctrl, http_pidfd, tickfd;
         int log_sock; /* to the HTTP process: the reopened log file */
         pid_t http_pid;
@@ -206,6 +209,8 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                 r = runs_new(&j->env, &j->runs, err, errlen);
         if (r == 0 && (r = deps_new(cfg, j->env.loop, &j->env.deps, err, errlen)) == 0)
                 deps_on_layer_switched(j->env.deps, drain_python_pools, j);
+        if (r == 0 && cfg->shell_enabled)
+                r = shell_new(cfg, j->env.loop, j->env.cg, &j->shell, err, errlen);
         if (r < 0) {
                 jailer_free(j);
                 return r;
@@ -222,6 +227,7 @@ struct jailer *jailer_free(struct jailer *j)
         if (!j)
                 return NULL;
         j->warm = warm_free(j->warm);
+        j->shell = shell_free(j->shell);
         j->runs = runs_free(j->runs);
         j->env.deps = deps_free(j->env.deps);
         for (size_t i = 0; i < ELEMENTSOF(j->env.langs); i++) {
@@ -418,8 +424,22 @@ static void on_deps_msg(struct jailer *j)
         deps_request(j->env.deps, fds[0]);
 }
 
-/* The menu: RUN and DEPS, told apart by the header; anything else ends the
- * HTTP process (distrust_http). */
+static void on_shell_msg(struct jailer *j)
+{
+        struct proto_shell m;
+        int fds[1] = {-1};
+        size_t nf = 0;
+        int r = channel_recv(j->ctrl, &m, sizeof(m), fds, 1, &nf);
+        if (r <= 0 || nf != 1 || m.hdr.magic != PROTO_MAGIC || !fd_is(fds[0], S_IFSOCK) ||
+            !j->shell) {
+                distrust_http(j, "invalid SHELL", fds, nf);
+                return;
+        }
+        shell_call(j->shell, fds[0]);
+}
+
+/* The menu: RUN, DEPS and SHELL, told apart by the header; anything else
+ * ends the HTTP process (distrust_http). */
 static void on_ctrl(void *data, uint32_t events)
 {
         struct jailer *j = data;
@@ -434,6 +454,8 @@ static void on_ctrl(void *data, uint32_t events)
                 }
                 if (n == (ssize_t)sizeof(h) && h.magic == PROTO_MAGIC && h.type == PROTO_DEPS)
                         on_deps_msg(j);
+                else if (n == (ssize_t)sizeof(h) && h.magic == PROTO_MAGIC && h.type == PROTO_SHELL)
+                        on_shell_msg(j);
                 else
                         on_run_msg(j); /* validates: what is not a RUN ends it */
                 if (j->ctrl_closed)
@@ -447,6 +469,7 @@ static void kill_all(struct jailer *j)
 {
         runs_kill_all(j->runs);
         warm_stop(j->warm);
+        shell_kill_all(j->shell);
 }
 
 static void begin_stop(struct jailer *j, const char *why)
@@ -458,6 +481,9 @@ static void begin_stop(struct jailer *j, const char *why)
         /* Armed runs and the zygote serve no one any more. */
         runs_stop(j->runs);
         warm_stop(j->warm);
+        /* shell jobs do not outlive the daemon (yet): calls waiting on one
+         * are answered now, so the HTTP side can finish */
+        shell_kill_all(j->shell);
         if (!j->http_gone)
                 kill(j->http_pid, SIGTERM);
         /* The HTTP side lets running requests finish: at most one deadline. */
@@ -518,7 +544,7 @@ static void on_http_exit(void *data, uint32_t events)
 static bool tracked(const struct jailer *j, pid_t pid)
 {
         return pid == j->http_pid || warm_zygote_owns(j->warm, pid) ||
-               deps_owns(j->env.deps, pid) || runs_own(j->runs, pid);
+               deps_owns(j->env.deps, pid) || runs_own(j->runs, pid) || shell_owns(j->shell, pid);
 }
 
 /* The jailer's children now, from /proc (at most max); -1 if unreadable. */
@@ -672,7 +698,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         while (!(j->http_gone && runs_empty(j->runs) && !warm_zygote_alive(j->warm))) {
                 int timeout = loop_timeout_ms(j);
                 int waits[] = {warm_refill_wait_ms(j->warm), net_wait_ms(j->env.net),
-                               emptyns_wait_ms(j->env.emptyns)};
+                               emptyns_wait_ms(j->env.emptyns), shell_wait_ms(j->shell)};
                 for (size_t i = 0; i < ELEMENTSOF(waits); i++)
                         if (waits[i] >= 0 && (timeout < 0 || waits[i] < timeout))
                                 timeout = waits[i];
@@ -683,6 +709,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
                         return 1;
                 }
                 runs_sweep(j->runs);
+                shell_tick(j->shell);
                 net_tick(j->env.net); /* namespaces settled: serve again or go */
                 emptyns_tick(j->env.emptyns);
                 warm_sweep(j->warm);

@@ -1,0 +1,84 @@
+/* src/shell/: what its files share, private to the folder. jobs.c (the
+ * jobs table in the jailer) forks one keeper per job (keeper.c), which
+ * clones the job's first process into the binding's namespaces and walks
+ * the job's lock sequence (child.c) before the script runs; a binding's
+ * namespaces are held by a small init (binding.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ipc/shell_proto.h"
+#include "jail/jail.h"
+#include "jail/policy.h"
+
+/* Everything the keeper and the job's first process are made with; built
+ * by the jailer before the fork, so nothing here is allocated after it. */
+struct job_spec {
+        char job_id[SHELL_JOB_ID_LEN + 1];
+        enum shell_mode mode;
+        unsigned cols, rows;
+        /* the binding's namespaces, entered before the clone */
+        int ns_pid, ns_net, ns_ipc, ns_uts;
+        int cgroup_procs[2]; /* v1: the job group's cgroup.procs, or -1 */
+        int cgroup_dirfd;    /* v2: the job group, or -1 */
+        int out_fd;          /* output.log, O_APPEND */
+        int err_fd;          /* stderr.log, O_APPEND (stdio mode) */
+        int sock;            /* the keeper's end of its socket to the jailer */
+        struct jail_view view;
+        const char *exec_path; /* /bin/sh or the script itself */
+        char *const *argv;
+        char *const *envp;
+        const struct policy_prog *filter;
+        /* Landlock path rules, or n_ll_* all 0 and ll_on false */
+        bool ll_on;
+        const char *const *ll_rw;
+        size_t n_ll_rw;
+        const char *const *ll_ro;
+        size_t n_ll_ro;
+        const char *const *ll_dev;
+        size_t n_ll_dev;
+        int64_t max_output; /* bytes kept in output.log */
+        unsigned nofile;    /* RLIMIT_NOFILE */
+};
+
+/* keeper <-> jailer, on a SEQPACKET pair, fixed-size messages. */
+enum keeper_msg_type {
+        KEEPER_STARTED = 1,   /* keeper -> jailer: pid = the job's first process */
+        KEEPER_FAILED = 2,    /* keeper -> jailer: a lock step failed: step, error */
+        KEEPER_VIOLATION = 3, /* keeper -> jailer: nr = the forbidden call */
+        KEEPER_EXITED = 4,    /* keeper -> jailer: code, output drained; then it exits */
+        KEEPER_INPUT = 5,     /* jailer -> keeper: a memfd of text to type, attached */
+        KEEPER_INTERRUPT = 6, /* jailer -> keeper: ^C (PTY) or SIGINT to the group (stdio) */
+};
+
+struct keeper_msg {
+        uint32_t type;
+        int32_t pid;
+        int32_t code;  /* EXITED: exit status as a shell shows it (128 + signal) */
+        int32_t error; /* FAILED: errno */
+        int32_t nr;    /* VIOLATION: syscall number */
+        char step[32];
+};
+
+/* The keeper's whole life (after fork, as root): never returns. */
+_Noreturn void keeper_main(const struct job_spec *s);
+
+/* The job's first process after clone (child.c): walks the lock steps,
+ * reporting a failure on sync, and execs the script. Never returns. */
+_Noreturn void job_child_main(const struct job_spec *s, int sync, int out, int err);
+
+/* Messages of the job's first process to its keeper on the sync socket:
+ * the job's seccomp listener (fd attached), or the failing step. */
+#define JOB_SYNC_PTY 4 /* the master of the job's terminal, attached */
+struct job_sync_msg {
+        uint32_t type; /* SYNC_FAIL, SYNC_LISTENER (jail.h) or JOB_SYNC_PTY */
+        int32_t error;
+        char step[32];
+};
+
+/* A binding's init: PID 1 of the binding's PID namespace, holding its IPC,
+ * UTS and network namespaces while jobs come and go (binding.c). 0 with
+ * the pid and a pidfd, or -errno. */
+int binding_holder_start(const char *hostname, uid_t uid, pid_t *ret_pid, int *ret_pidfd);

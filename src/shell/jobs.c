@@ -1,0 +1,1622 @@
+/* The jobs table (see shell.h). A job is a directory under
+ * shell.state_dir/jobs/<id> (script, output.log, stderr.log), a cgroup of
+ * its own, a keeper process (keeper.c) and a binding whose namespaces it
+ * joins (binding.c). A call reads one struct shell_req from its channel,
+ * and is answered at once or parked: a wait polls the job's output size
+ * (5 ms doubling to 50 ms, as the reference) and ends at the job's exit,
+ * a full window, an idle flush or its deadline; a terminate waits for the
+ * job's processes to end or its grace to pass, then kills the group. */
+#include "shell/shell.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fd.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/util.h"
+#include "config/config.h"
+#include "ipc/channel.h"
+#include "jail/cgroup.h"
+#include "shell/internal.h"
+#include "shell/window.h"
+
+#define POLL_FIRST_MS 5
+#define POLL_MAX_MS 50
+#define GC_EVERY_MS 1000
+#define TIMEOUT_GRACE_MS 10000 /* shell.job_timeout: interrupt, then this, then kill */
+#define NOFILE 4096
+
+/* /etc entries a shell job sees besides the ones the jail writes itself
+ * (passwd, group, hostname, hosts, resolv.conf, nsswitch.conf): what
+ * shells, git, compilers, Python, Node.js and TLS clients read. Never the
+ * whole /etc, which holds secrets (lockbox's own configuration among
+ * them). */
+static const char *const etc_paths[] = {
+    "/etc/alternatives",
+    "/etc/bash.bashrc",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/debian_version",
+    "/etc/environment",
+    "/etc/fonts",
+    "/etc/gai.conf",
+    "/etc/gitconfig",
+    "/etc/host.conf",
+    "/etc/inputrc",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/locale.alias",
+    "/etc/localtime",
+    "/etc/magic",
+    "/etc/magic.mime",
+    "/etc/matplotlibrc",
+    "/etc/mime.types",
+    "/etc/nanorc",
+    "/etc/npmrc",
+    "/etc/os-release",
+    "/etc/pip.conf",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/protocols",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/rpc",
+    "/etc/services",
+    "/etc/ssh/ssh_config",
+    "/etc/ssh/ssh_config.d",
+    "/etc/ssl",
+    "/etc/terminfo",
+    "/etc/timezone",
+    "/etc/vim",
+    "/etc/wgetrc",
+    "/etc/xdg",
+};
+
+/* Landlock's read-only list entries the jail provides itself. */
+static bool jail_owned(const char *p)
+{
+        static const char *const own[] = {"/etc", "/proc", "/dev", "/tmp"};
+        for (size_t i = 0; i < ELEMENTSOF(own); i++) {
+                size_t n = strlen(own[i]);
+                if (strncmp(p, own[i], n) == 0 && (p[n] == '\0' || p[n] == '/'))
+                        return true;
+        }
+        return false;
+}
+
+struct binding {
+        struct binding *next;
+        struct shell *sh;
+        char *key;
+        pid_t pid;
+        int pidfd;
+        int ns[4]; /* pid, net, ipc, uts */
+        unsigned jobs;
+        struct watch w;
+};
+
+struct job {
+        struct job *next;
+        struct shell *sh;
+        char id[SHELL_JOB_ID_LEN + 1];
+        enum shell_mode mode;
+        uint32_t status;
+        bool has_exit;
+        int exit_code;
+        int64_t created, started, ended; /* Unix seconds, -1 unset */
+        int64_t ended_ms;                /* monotonic, for shell.retention */
+        int64_t deadline_ms;             /* shell.job_timeout */
+        int64_t kill_at_ms;              /* a terminate's grace ends, or -1 */
+        int dirfd, out_rfd;
+        pid_t keeper_pid, pid;
+        int keeper_pidfd, sock;
+        bool keeper_gone, interrupted;
+        struct binding *b;
+        struct cgroup_run *cg;
+        struct watch w_sock, w_keeper;
+};
+
+enum call_state { CALL_READ, CALL_WAIT, CALL_TERMINATE, CALL_DONE };
+
+struct call {
+        struct call *next;
+        struct shell *sh;
+        int chan;
+        struct watch w;
+        enum call_state state;
+        struct shell_req req;
+        int64_t deadline_ms, next_ms, poll_ms, last_growth_ms;
+        uint64_t last_size;
+        bool saw_output;
+        bool delete_after; /* a forced DELETE waiting for its terminate */
+};
+
+struct shell {
+        const struct config *cfg;
+        struct loop *loop;
+        struct cgroup_root *cg;
+        struct policy_prog filter;
+        int home_fd, jobs_fd;
+        char *jobs_dir;
+        struct job *jobs;
+        struct binding *bindings;
+        struct call *calls;
+        char **ro_paths; /* the view's read-only binds */
+        size_t n_ro_paths;
+        int64_t next_gc_ms;
+};
+
+/* ---- small pieces ------------------------------------------------------ */
+
+static int64_t now_s(void)
+{
+        return (int64_t)time(NULL);
+}
+
+static bool terminal(const struct job *j)
+{
+        return SHELL_STATUS_TERMINAL(j->status);
+}
+
+static struct job *job_find(struct shell *sh, const char *id)
+{
+        for (struct job *j = sh->jobs; j; j = j->next)
+                if (strcmp(j->id, id) == 0)
+                        return j;
+        return NULL;
+}
+
+static uint64_t out_size(const struct job *j)
+{
+        struct stat st;
+        return fstat(j->out_rfd, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static void view_of(const struct job *j, struct shell_view *v)
+{
+        *v = (struct shell_view){.status = j->status,
+                                 .has_exit_code = j->has_exit,
+                                 .exit_code = j->exit_code,
+                                 .created_at = j->created,
+                                 .started_at = j->started,
+                                 .ended_at = j->ended,
+                                 .size = out_size(j)};
+        memcpy(v->job_id, j->id, sizeof(v->job_id));
+}
+
+static void set_status(struct job *j, uint32_t status)
+{
+        if (terminal(j))
+                return;
+        if ((status == SHELL_STARTING || status == SHELL_RUNNING) && j->started < 0)
+                j->started = now_s();
+        j->status = status;
+        if (SHELL_STATUS_TERMINAL(status)) {
+                j->ended = now_s();
+                j->ended_ms = monotonic_ms();
+                log_info(NULL, "shell.job_ended", "job=%s status=%s exit_code=%d", j->id,
+                         shell_status_name(status), j->has_exit ? j->exit_code : -1);
+        }
+}
+
+/* A line for whoever reads the job's output: on a terminal in output.log,
+ * as a shell prints "Killed"; stdio's output stays byte-exact, so there it
+ * goes to stderr.log. Always in the daemon's log. */
+static void verdict(struct job *j, const char *fmt, ...) _printf_(2, 3);
+static void verdict(struct job *j, const char *fmt, ...)
+{
+        char text[256], line[300];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof(text), fmt, ap);
+        va_end(ap);
+        int n = snprintf(line, sizeof(line), "\n[lockbox] %s\n", text);
+        _cleanup_close_ int fd =
+            openat(j->dirfd, j->mode == SHELL_MODE_PTY ? "output.log" : "stderr.log",
+                   O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0 && n > 0)
+                file_write_all(fd, line, (size_t)n);
+        log_warn(NULL, "shell.job_verdict", "job=%s verdict=%s", j->id, log_q(text));
+}
+
+/* ---- replies ----------------------------------------------------------- */
+
+static void reply_send(struct call *c, struct shell_reply *rep, int fd)
+{
+        rep->hdr = (struct proto_header){.magic = PROTO_MAGIC, .type = PROTO_SHELL_REPLY};
+        if (rep->http_status == 0)
+                rep->http_status = 200;
+        channel_send(c->chan, rep, sizeof(*rep), &fd, fd >= 0 ? 1 : 0);
+        c->state = CALL_DONE;
+}
+
+static void reply_error(struct call *c, unsigned status, const char *code, const char *fmt, ...)
+    _printf_(4, 5);
+static void reply_error(struct call *c, unsigned status, const char *code, const char *fmt, ...)
+{
+        struct shell_reply rep = {.http_status = status};
+        snprintf(rep.code, sizeof(rep.code), "%s", code);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(rep.message, sizeof(rep.message), fmt, ap);
+        va_end(ap);
+        reply_send(c, &rep, -1);
+}
+
+static void reply_not_found(struct call *c)
+{
+        reply_error(c, 404, "job_not_found", "Unknown job id");
+}
+
+static void reply_view(struct call *c, const struct job *j)
+{
+        struct shell_reply rep = {0};
+        view_of(j, &rep.view);
+        reply_send(c, &rep, -1);
+}
+
+/* A window of the job's output at the call's offset (or its tail). */
+static void reply_window(struct call *c, struct job *j, bool tail)
+{
+        struct shell_reply rep = {0};
+        struct shell_window w;
+        uint64_t size = 0;
+        int r = tail ? shell_window_tail(j->out_rfd, c->req.output_limit, &w)
+                     : shell_window_read(j->out_rfd, (uint64_t)c->req.offset, c->req.output_limit,
+                                         &w, &size);
+        if (r == -ERANGE) {
+                reply_error(c, 400, "invalid_offset", "offset %lld exceeds current file size %llu",
+                            (long long)c->req.offset, (unsigned long long)out_size(j));
+                return;
+        }
+        if (r < 0) {
+                reply_error(c, 500, "internal_error", "reading output: %s", strerror(-r));
+                return;
+        }
+        view_of(j, &rep.view);
+        rep.win_start = w.start;
+        rep.win_end = w.end;
+        rep.truncated = w.truncated;
+        reply_send(c, &rep, w.end > w.start ? j->out_rfd : -1);
+}
+
+/* ---- bindings ---------------------------------------------------------- */
+
+static void binding_free(struct binding *b)
+{
+        struct shell *sh = b->sh;
+        for (struct binding **p = &sh->bindings; *p; p = &(*p)->next)
+                if (*p == b) {
+                        *p = b->next;
+                        break;
+                }
+        loop_unwatch(sh->loop, b->pidfd);
+        if (b->pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, b->pidfd, SIGKILL, NULL, 0);
+                waitpid(b->pid, NULL, 0);
+        }
+        safe_close(b->pidfd);
+        for (int i = 0; i < 4; i++)
+                safe_close(b->ns[i]);
+        log_info(NULL, "shell.binding_ended", "binding=%s", log_q(b->key));
+        free(b->key);
+        free(b);
+}
+
+static void on_binding_exit(void *data, uint32_t events)
+{
+        struct binding *b = data;
+        /* an init that died (it never should) takes its namespace with it;
+         * jobs still using it have lost their processes */
+        loop_unwatch(b->sh->loop, b->pidfd);
+        waitpid(b->pid, NULL, WNOHANG);
+        log_warn(NULL, "shell.binding_died", "binding=%s", log_q(b->key));
+        b->pidfd = safe_close(b->pidfd);
+}
+
+static int binding_get(struct shell *sh, const char *key, struct binding **ret)
+{
+        for (struct binding *b = sh->bindings; b; b = b->next)
+                if (strcmp(b->key, key) == 0 && b->pidfd >= 0) {
+                        *ret = b;
+                        return 0;
+                }
+        struct binding *b = calloc(1, sizeof(*b));
+        if (!b || !(b->key = strdup(key))) {
+                free(b);
+                return -ENOMEM;
+        }
+        b->sh = sh;
+        for (int i = 0; i < 4; i++)
+                b->ns[i] = -1;
+        int r =
+            binding_holder_start(sh->cfg->hostname, (uid_t)sh->cfg->shell_uid, &b->pid, &b->pidfd);
+        static const char *const names[] = {"pid", "net", "ipc", "uts"};
+        for (int i = 0; r == 0 && i < 4; i++) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)b->pid, names[i]);
+                if ((b->ns[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+                        r = -errno;
+        }
+        b->w = (struct watch){.fn = on_binding_exit, .data = b};
+        if (r == 0)
+                r = loop_watch(sh->loop, b->pidfd, &b->w);
+        b->next = sh->bindings;
+        sh->bindings = b;
+        if (r < 0) {
+                binding_free(b);
+                return r;
+        }
+        log_info(NULL, "shell.binding_started", "binding=%s pid=%d", log_q(key), (int)b->pid);
+        *ret = b;
+        return 0;
+}
+
+/* ---- jobs: ending and removing ----------------------------------------- */
+
+static void job_kill(struct job *j)
+{
+        if (j->cg)
+                cgroup_run_remove(j->cg);
+        if (j->keeper_pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+}
+
+/* rm -rf of one job directory: only files lockbox wrote, no subdirectory */
+static void remove_job_dir(struct shell *sh, const char *id)
+{
+        _cleanup_close_ int dfd =
+            openat(sh->jobs_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dfd >= 0) {
+                DIR *d = fdopendir(dfd);
+                struct dirent *de;
+                while (d && (de = readdir(d)))
+                        if (de->d_name[0] != '.' || (de->d_name[1] && de->d_name[1] != '.' &&
+                                                     strcmp(de->d_name, "..") != 0))
+                                unlinkat(dfd, de->d_name, 0);
+                if (d) {
+                        closedir(d);
+                        dfd = -1;
+                }
+        }
+        unlinkat(sh->jobs_fd, id, AT_REMOVEDIR);
+}
+
+static void job_free(struct job *j)
+{
+        struct shell *sh = j->sh;
+        for (struct job **p = &sh->jobs; *p; p = &(*p)->next)
+                if (*p == j) {
+                        *p = j->next;
+                        break;
+                }
+        job_kill(j);
+        if (j->sock >= 0)
+                loop_unwatch(sh->loop, j->sock);
+        if (j->keeper_pidfd >= 0) {
+                loop_unwatch(sh->loop, j->keeper_pidfd);
+                waitpid(j->keeper_pid, NULL, 0);
+        }
+        safe_close(j->sock);
+        safe_close(j->keeper_pidfd);
+        safe_close(j->out_rfd);
+        safe_close(j->dirfd);
+        cgroup_run_free(j->cg);
+        remove_job_dir(sh, j->id);
+        if (j->b && --j->b->jobs == 0)
+                binding_free(j->b);
+        log_info(NULL, "shell.job_removed", "job=%s", j->id);
+        free(j);
+}
+
+static void interrupt(struct job *j)
+{
+        struct keeper_msg m = {.type = KEEPER_INTERRUPT};
+        if (j->sock >= 0)
+                channel_send(j->sock, &m, sizeof(m), NULL, 0);
+        j->interrupted = true;
+}
+
+/* ---- keeper events ----------------------------------------------------- */
+
+static void on_keeper_msg(void *data, uint32_t events)
+{
+        struct job *j = data;
+        struct keeper_msg m;
+        size_t nf = 0;
+        int r = channel_recv(j->sock, &m, sizeof(m), NULL, 0, &nf);
+        if (r <= 0) {
+                loop_unwatch(j->sh->loop, j->sock);
+                j->sock = safe_close(j->sock);
+                return;
+        }
+        m.step[sizeof(m.step) - 1] = '\0';
+        switch (m.type) {
+        case KEEPER_STARTED:
+                j->pid = m.pid;
+                set_status(j, SHELL_RUNNING);
+                break;
+        case KEEPER_FAILED:
+                if (terminal(j))
+                        break;
+                j->has_exit = true;
+                j->exit_code = strcmp(m.step, "exec") == 0 ? 126 : 125;
+                verdict(j, "the job could not start: %s: %s", m.step, strerror(m.error));
+                set_status(j, SHELL_FAILED);
+                break;
+        case KEEPER_VIOLATION: {
+                _cleanup_free_ char *name = policy_syscall_name(m.nr);
+                if (!terminal(j) || cgroup_run_count(j->cg) > 0)
+                        verdict(j, "job killed: forbidden system call %s", name ? name : "?");
+                if (!terminal(j)) {
+                        j->has_exit = true;
+                        j->exit_code = 128 + SIGSYS;
+                        set_status(j, SHELL_EXITED);
+                }
+                job_kill(j);
+                break;
+        }
+        case KEEPER_EXITED:
+                if (!terminal(j)) {
+                        j->has_exit = true;
+                        j->exit_code = m.code;
+                        set_status(j, SHELL_EXITED);
+                }
+                break;
+        default:
+                break;
+        }
+}
+
+static void on_keeper_exit(void *data, uint32_t events)
+{
+        struct job *j = data;
+        /* messages it sent before dying come first */
+        char probe;
+        while (j->sock >= 0 && recv(j->sock, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+                on_keeper_msg(j, 0);
+        loop_unwatch(j->sh->loop, j->keeper_pidfd);
+        waitpid(j->keeper_pid, NULL, 0);
+        j->keeper_pidfd = safe_close(j->keeper_pidfd);
+        j->keeper_gone = true;
+        if (!terminal(j))
+                set_status(j, SHELL_LOST);
+}
+
+/* ---- starting a job ---------------------------------------------------- */
+
+/* path is absolute and lexically clean (no "", "." or ".." component, no
+ * trailing "/"), and home or below it: *ret_rel is the part after home
+ * ("." for home itself). */
+static int under_home(const char *home, const char *path, const char **ret_rel)
+{
+        size_t hl = strlen(home);
+        if (path[0] != '/' || strncmp(path, home, hl) != 0 || (path[hl] && path[hl] != '/'))
+                return -EXDEV;
+        for (const char *p = path + 1;;) {
+                size_t n = strcspn(p, "/");
+                if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && strncmp(p, "..", 2) == 0))
+                        return -EINVAL;
+                if (!p[n])
+                        break;
+                p += n + 1;
+        }
+        *ret_rel = path[hl] ? path + hl + 1 : ".";
+        return 0;
+}
+
+static int open_beneath(int dirfd, const char *rel, int flags)
+{
+        struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+                               .resolve =
+                                   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+        return fd < 0 ? -errno : fd;
+}
+
+/* A detached copy of the directory rel beneath shell.home, for the job's
+ * mount namespace (jail_tree_detach). */
+static int detached(const struct shell *sh, const char *rel)
+{
+        _cleanup_close_ int fd = open_beneath(sh->home_fd, rel, O_PATH | O_DIRECTORY);
+        return fd < 0 ? fd : jail_tree_detach(fd, false);
+}
+
+/* mkdir -p of rel beneath home, as the jobs' UID would have made it
+ * (0755, owned by it), without following any symbolic link. */
+static int make_home(struct shell *sh, const char *rel)
+{
+        char buf[PATH_MAX];
+        snprintf(buf, sizeof(buf), "%s", rel);
+        for (char *p = buf;; p++) {
+                if (*p != '/' && *p != '\0')
+                        continue;
+                char c = *p;
+                *p = '\0';
+                if (strcmp(buf, ".") != 0) {
+                        _cleanup_close_ int fd =
+                            open_beneath(sh->home_fd, buf, O_PATH | O_DIRECTORY);
+                        if (fd == -ENOENT) {
+                                char *slash = strrchr(buf, '/');
+                                _cleanup_close_ int parent = -1;
+                                const char *name = buf;
+                                if (slash) {
+                                        *slash = '\0';
+                                        parent =
+                                            open_beneath(sh->home_fd, buf, O_RDONLY | O_DIRECTORY);
+                                        *slash = '/';
+                                        name = slash + 1;
+                                } else {
+                                        parent = fcntl(sh->home_fd, F_DUPFD_CLOEXEC, 3);
+                                }
+                                if (parent < 0)
+                                        return parent;
+                                if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST)
+                                        return -errno;
+                                if (fchownat(parent, name, (uid_t)sh->cfg->shell_uid,
+                                             (gid_t)sh->cfg->shell_uid, AT_SYMLINK_NOFOLLOW) < 0)
+                                        return -errno;
+                        } else if (fd < 0) {
+                                return fd;
+                        }
+                }
+                if (c == '\0')
+                        return 0;
+                *p = c;
+        }
+}
+
+struct run_text {
+        const char *script;
+        uint32_t script_len;
+        char cwd[PATH_MAX];
+        char home[PATH_MAX];
+        char **env; /* NAME=VALUE, the overlay */
+        size_t n_env;
+};
+
+static void run_text_free(struct run_text *t)
+{
+        for (size_t i = 0; i < t->n_env; i++)
+                free(t->env[i]);
+        free(t->env);
+}
+
+/* Strip a trailing "/" (not of "/" itself). */
+static void chomp_slash(char *p)
+{
+        size_t n = strlen(p);
+        while (n > 1 && p[n - 1] == '/')
+                p[--n] = '\0';
+}
+
+static int parse_blob(const char *buf, size_t len, struct run_text *t)
+{
+        struct shell_blob_item it;
+        size_t pos = 0;
+        int r;
+        bool have_cwd = false;
+        while ((r = shell_blob_next(buf, len, &pos, &it)) > 0) {
+                if (it.tag == SHELL_BLOB_SCRIPT) {
+                        t->script = it.data;
+                        t->script_len = it.len;
+                } else if (it.tag == SHELL_BLOB_CWD) {
+                        if (it.len >= sizeof(t->cwd) || memchr(it.data, '\0', it.len))
+                                return -ENAMETOOLONG;
+                        memcpy(t->cwd, it.data, it.len);
+                        t->cwd[it.len] = '\0';
+                        have_cwd = it.len > 0;
+                } else if (it.tag == SHELL_BLOB_ENV) {
+                        const char *nul = memchr(it.data, '\0', it.len);
+                        if (!nul || nul == it.data ||
+                            memchr(it.data, '=', (size_t)(nul - it.data)) ||
+                            memchr(nul + 1, '\0', it.len - (size_t)(nul - it.data) - 1))
+                                return -EINVAL;
+                        char **v = realloc(t->env, (t->n_env + 1) * sizeof(*v));
+                        if (!v)
+                                return -ENOMEM;
+                        t->env = v;
+                        char *e = malloc(it.len + 1);
+                        if (!e)
+                                return -ENOMEM;
+                        memcpy(e, it.data, it.len);
+                        e[nul - it.data] = '=';
+                        e[it.len] = '\0';
+                        t->env[t->n_env++] = e;
+                        if (strncmp(e, "HOME=", 5) == 0 && e[5]) {
+                                if (strlen(e + 5) >= sizeof(t->home))
+                                        return -ENAMETOOLONG;
+                                snprintf(t->home, sizeof(t->home), "%s", e + 5);
+                        }
+                }
+        }
+        if (r < 0 || !t->script || t->script_len == 0)
+                return -EINVAL;
+        if (!have_cwd)
+                t->cwd[0] = '\0';
+        return 0;
+}
+
+/* Environment: a fixed base, the proxies of the deployment, the overlay,
+ * and TMPDIR/TMP/TEMP at the working directory (as the reference). */
+static char **job_env(const struct shell *sh, const struct run_text *t, enum shell_mode mode)
+{
+        const struct config *cfg = sh->cfg;
+        size_t cap = t->n_env + 24, n = 0;
+        char **v = calloc(cap + 1, sizeof(*v));
+        if (!v)
+                return NULL;
+        const char *http = *cfg->proxy_socks5 ? cfg->proxy_socks5 : cfg->proxy_http;
+        const char *https = *cfg->proxy_socks5 ? cfg->proxy_socks5 : cfg->proxy_https;
+        char *base[16];
+        size_t nb = 0;
+        if (asprintf(&base[nb++],
+                     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") < 0 ||
+            asprintf(&base[nb++], "LANG=C.UTF-8") < 0 ||
+            asprintf(&base[nb++], "HOME=%s", t->home) < 0 ||
+            asprintf(&base[nb++], "USER=sandbox") < 0 ||
+            asprintf(&base[nb++], "LOGNAME=sandbox") < 0 ||
+            asprintf(&base[nb++], "SHELL=/bin/sh") < 0)
+                goto fail;
+        if (mode == SHELL_MODE_PTY && asprintf(&base[nb++], "TERM=xterm-256color") < 0)
+                goto fail;
+        if (*http && (asprintf(&base[nb++], "HTTP_PROXY=%s", http) < 0 ||
+                      asprintf(&base[nb++], "http_proxy=%s", http) < 0))
+                goto fail;
+        if (*https && (asprintf(&base[nb++], "HTTPS_PROXY=%s", https) < 0 ||
+                       asprintf(&base[nb++], "https_proxy=%s", https) < 0))
+                goto fail;
+        for (size_t i = 0; i < nb; i++)
+                v[n++] = base[i];
+        nb = 0;
+        /* the overlay replaces or adds */
+        for (size_t i = 0; i < t->n_env; i++) {
+                size_t kl = strcspn(t->env[i], "=") + 1;
+                size_t k = 0;
+                while (k < n && strncmp(v[k], t->env[i], kl) != 0)
+                        k++;
+                char *e = strdup(t->env[i]);
+                if (!e)
+                        goto fail;
+                if (k < n) {
+                        free(v[k]);
+                        v[k] = e;
+                } else {
+                        v[n++] = e;
+                }
+        }
+        static const char *const tmp[] = {"TMPDIR=", "TMP=", "TEMP="};
+        for (size_t i = 0; i < ELEMENTSOF(tmp); i++) {
+                size_t k = 0;
+                while (k < n && strncmp(v[k], tmp[i], strlen(tmp[i])) != 0)
+                        k++;
+                char *e;
+                if (asprintf(&e, "%s%s", tmp[i], t->cwd) < 0)
+                        goto fail;
+                if (k < n) {
+                        free(v[k]);
+                        v[k] = e;
+                } else {
+                        v[n++] = e;
+                }
+        }
+        return v;
+fail:
+        for (size_t i = 0; i < nb; i++)
+                free(base[i]);
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+        return NULL;
+}
+
+static void strv_free(char **v)
+{
+        for (size_t i = 0; v && v[i]; i++)
+                free(v[i]);
+        free(v);
+}
+
+/* What a job may see beyond the system: its HOME and the workspace its
+ * cwd lies in (control jobs: all of shell.home). Sets rw[] (paths and
+ * O_PATH fds) and fails with a message for the caller. */
+static int job_paths(struct shell *sh, struct run_text *t, struct jail_view_rw *rw, size_t *n_rw,
+                     char *why, size_t whylen)
+{
+        const char *home = sh->cfg->shell_home, *rel_home, *rel_cwd;
+        if (!t->home[0])
+                snprintf(t->home, sizeof(t->home), "%s", home);
+        chomp_slash(t->home);
+        if (under_home(home, t->home, &rel_home) < 0) {
+                snprintf(why, whylen, "HOME must be shell.home (%s) or a directory below it: %s",
+                         home, t->home);
+                return -EXDEV;
+        }
+        int r = make_home(sh, rel_home);
+        if (r < 0) {
+                snprintf(why, whylen, "cannot create HOME %s: %s", t->home, strerror(-r));
+                return r;
+        }
+        if (!t->cwd[0])
+                snprintf(t->cwd, sizeof(t->cwd), "%s", t->home);
+        else if (t->cwd[0] != '/') {
+                char abs[PATH_MAX];
+                if ((size_t)snprintf(abs, sizeof(abs), "%s/%s", home, t->cwd) >= sizeof(abs))
+                        return -ENAMETOOLONG;
+                snprintf(t->cwd, sizeof(t->cwd), "%s", abs);
+        }
+        chomp_slash(t->cwd);
+        if (under_home(home, t->cwd, &rel_cwd) < 0) {
+                snprintf(why, whylen, "cwd is outside what the job may see: %s", t->cwd);
+                return -EXDEV;
+        }
+        _cleanup_close_ int cwd_fd = open_beneath(sh->home_fd, rel_cwd, O_PATH | O_DIRECTORY);
+        if (cwd_fd < 0) {
+                snprintf(why, whylen,
+                         cwd_fd == -ELOOP ? "cwd must not pass through a symbolic link: %s"
+                                          : "cwd is not a directory: %s",
+                         t->cwd);
+                return cwd_fd;
+        }
+        int home_fd = detached(sh, rel_home);
+        if (home_fd < 0) {
+                snprintf(why, whylen, "HOME is not a directory: %s", t->home);
+                return home_fd;
+        }
+        rw[0] = (struct jail_view_rw){.path = t->home, .fd = home_fd};
+        *n_rw = 1;
+        size_t hl = strlen(t->home);
+        bool control = strcmp(rel_home, ".") == 0;
+        if (control || (strncmp(t->cwd, t->home, hl) == 0 && (!t->cwd[hl] || t->cwd[hl] == '/')))
+                return 0;
+        /* the workspace: the first two levels of cwd below shell.home */
+        const char *second = strchr(rel_cwd, '/');
+        if (!second) {
+                snprintf(why, whylen,
+                         "cwd must lie in the job's HOME or in a workspace two levels below "
+                         "shell.home (%s): %s",
+                         home, t->cwd);
+                return -EXDEV;
+        }
+        size_t wl = strlen(home) + 1 + (size_t)(second - rel_cwd);
+        const char *third = strchr(second + 1, '/');
+        wl += 1 + (third ? (size_t)(third - second - 1) : strlen(second + 1));
+        static char ws[PATH_MAX]; /* the jailer is single-threaded; copied below */
+        snprintf(ws, sizeof(ws), "%.*s", (int)wl, t->cwd);
+        size_t n = strlen(ws);
+        if ((strncmp(t->home, ws, n) == 0 && (!t->home[n] || t->home[n] == '/'))) {
+                snprintf(why, whylen, "the workspace %s would hold the job's HOME", ws);
+                return -EXDEV;
+        }
+        const char *rel_ws;
+        under_home(home, ws, &rel_ws);
+        int ws_fd = detached(sh, rel_ws);
+        if (ws_fd < 0) {
+                snprintf(why, whylen, "workspace is not a directory: %s", ws);
+                return ws_fd;
+        }
+        rw[1] = (struct jail_view_rw){.path = ws, .fd = ws_fd};
+        *n_rw = 2;
+        return 0;
+}
+
+static int write_file_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode)
+{
+        _cleanup_close_ int fd =
+            openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        int r = file_write_all(fd, data, len);
+        if (r == 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        return r;
+}
+
+static unsigned live_jobs(const struct shell *sh)
+{
+        unsigned n = 0;
+        for (const struct job *j = sh->jobs; j; j = j->next)
+                n += !terminal(j) || (j->cg && cgroup_run_count(j->cg) > 0);
+        return n;
+}
+
+static int new_id(struct shell *sh, char id[SHELL_JOB_ID_LEN + 1])
+{
+        for (int attempt = 0; attempt < 20; attempt++) {
+                unsigned char b[8];
+                if (getrandom(b, sizeof(b), 0) != sizeof(b))
+                        return -errno;
+                for (int i = 0; i < 8; i++)
+                        snprintf(id + 2 * i, 3, "%02x", b[i]);
+                if (mkdirat(sh->jobs_fd, id, 0700) == 0)
+                        return 0;
+                if (errno != EEXIST)
+                        return -errno;
+        }
+        return -EEXIST;
+}
+
+/* Fork the keeper; the job is then STARTING. */
+static int start_keeper(struct shell *sh, struct job *j, const struct run_text *t,
+                        struct jail_view_rw *rw, size_t n_rw, char **env, unsigned cols,
+                        unsigned rows)
+{
+        const struct config *cfg = sh->cfg;
+        char script_path[PATH_MAX];
+        snprintf(script_path, sizeof(script_path), "%s/%s/script", sh->jobs_dir, j->id);
+        bool shebang = t->script_len >= 2 && t->script[0] == '#' && t->script[1] == '!';
+        char sh_name[] = "sh";
+        char *argv_sh[] = {sh_name, script_path, NULL};
+        char *argv_self[] = {script_path, NULL};
+        int pair[2] = {-1, -1}, procs[2] = {-1, -1};
+        _cleanup_close_ int out_fd = -1, err_fd = -1, file_fd = -1;
+        out_fd = openat(j->dirfd, "output.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        err_fd = openat(j->dirfd, "stderr.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (out_fd < 0 || err_fd < 0)
+                return -errno;
+        {
+                _cleanup_close_ int path =
+                    openat(j->dirfd, "script", O_PATH | O_CLOEXEC | O_NOFOLLOW);
+                if (path < 0)
+                        return -errno;
+                if ((file_fd = jail_tree_detach(path, true)) < 0)
+                        return file_fd;
+        }
+        struct cgroup_limits lim = {.memory_bytes = cfg->shell_memory_bytes,
+                                    .pids = cfg->shell_processes};
+        char cgname[64];
+        snprintf(cgname, sizeof(cgname), "shell-%s", j->id);
+        int r = cgroup_root_mode(sh->cg) == CGROUP_NONE
+                    ? 0
+                    : cgroup_run_create(sh->cg, cgname, &lim, &j->cg);
+        if (r == 0 && j->cg)
+                r = cgroup_run_procs_fds(j->cg, procs);
+        if (r == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                r = -errno;
+        if (r < 0)
+                goto out;
+        bool ll_on = strcmp(cfg->shell_path_isolation, "true") == 0;
+        /* Landlock: read-write where the view is, plus the operator's list */
+        const char *ll_rw[8 + 64];
+        size_t n_ll_rw = 0;
+        for (size_t i = 0; i < n_rw; i++)
+                ll_rw[n_ll_rw++] = rw[i].path;
+        ll_rw[n_ll_rw++] = "/tmp";
+        for (size_t i = 0; i < cfg->n_shell_landlock_rw && n_ll_rw < ELEMENTSOF(ll_rw); i++)
+                ll_rw[n_ll_rw++] = cfg->shell_landlock_rw[i];
+        const char *ll_ro[64 + 1];
+        size_t n_ll_ro = 0;
+        for (size_t i = 0; i < cfg->n_shell_landlock_ro && n_ll_ro < ELEMENTSOF(ll_ro) - 1; i++)
+                ll_ro[n_ll_ro++] = cfg->shell_landlock_ro[i];
+        ll_ro[n_ll_ro++] = script_path;
+        struct jail_view_rw all_rw[8 + 64];
+        size_t n_all = 0;
+        for (size_t i = 0; i < n_rw; i++)
+                all_rw[n_all++] = rw[i];
+        for (size_t i = 0; i < cfg->n_shell_landlock_rw && n_all < ELEMENTSOF(all_rw); i++)
+                if (access(cfg->shell_landlock_rw[i], F_OK) == 0)
+                        all_rw[n_all++] =
+                            (struct jail_view_rw){.path = cfg->shell_landlock_rw[i], .fd = -1};
+        struct job_spec spec = {
+            .mode = j->mode,
+            .cols = cols,
+            .rows = rows,
+            .ns_pid = j->b->ns[0],
+            .ns_net = j->b->ns[1],
+            .ns_ipc = j->b->ns[2],
+            .ns_uts = j->b->ns[3],
+            .cgroup_procs = {procs[0], procs[1]},
+            .cgroup_dirfd = j->cg ? cgroup_run_dirfd(j->cg) : -1,
+            .out_fd = out_fd,
+            .err_fd = err_fd,
+            .sock = pair[1],
+            .view = {.ro_paths = (const char *const *)sh->ro_paths,
+                     .n_ro_paths = sh->n_ro_paths,
+                     .rw = all_rw,
+                     .n_rw = n_all,
+                     .file_path = script_path,
+                     .file_fd = file_fd,
+                     .hostname = cfg->hostname,
+                     .home = t->home,
+                     .uid = (uid_t)cfg->shell_uid,
+                     .gid = (gid_t)cfg->shell_uid,
+                     .tmp_bytes = cfg->shell_memory_bytes,
+                     .cwd = t->cwd},
+            .exec_path = shebang ? script_path : "/bin/sh",
+            .argv = shebang ? argv_self : argv_sh,
+            .envp = env,
+            .filter = &sh->filter,
+            .ll_on = ll_on,
+            .ll_rw = ll_rw,
+            .n_ll_rw = n_ll_rw,
+            .ll_ro = ll_ro,
+            .n_ll_ro = n_ll_ro,
+            .ll_dev = (const char *const *)cfg->shell_landlock_rw_dev,
+            .n_ll_dev = cfg->n_shell_landlock_rw_dev,
+            .max_output = (int64_t)1 << 30,
+            .nofile = NOFILE,
+        };
+        memcpy(spec.job_id, j->id, sizeof(spec.job_id));
+        pid_t pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                goto out;
+        }
+        if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+                int keep[] = {spec.sock,
+                              out_fd,
+                              err_fd,
+                              procs[0],
+                              procs[1],
+                              spec.cgroup_dirfd,
+                              file_fd,
+                              spec.ns_pid,
+                              spec.ns_net,
+                              spec.ns_ipc,
+                              spec.ns_uts,
+                              all_rw[0].fd,
+                              n_all > 1 ? all_rw[1].fd : -1};
+                fd_close_all_except(3, keep, ELEMENTSOF(keep));
+                keeper_main(&spec);
+        }
+        j->keeper_pid = pid;
+        j->keeper_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        j->sock = pair[0];
+        pair[0] = -1;
+        j->w_sock = (struct watch){.fn = on_keeper_msg, .data = j};
+        j->w_keeper = (struct watch){.fn = on_keeper_exit, .data = j};
+        if (j->keeper_pidfd < 0 || loop_watch(sh->loop, j->sock, &j->w_sock) < 0 ||
+            loop_watch(sh->loop, j->keeper_pidfd, &j->w_keeper) < 0) {
+                r = -errno;
+                kill(pid, SIGKILL);
+        }
+out:
+        safe_close(pair[0]);
+        safe_close(pair[1]);
+        safe_close(procs[0]);
+        safe_close(procs[1]);
+        return r;
+}
+
+/* ---- calls ------------------------------------------------------------- */
+
+static void call_park_wait(struct call *c, uint64_t size)
+{
+        int64_t now = monotonic_ms();
+        c->state = CALL_WAIT;
+        c->deadline_ms = now + c->req.timeout_ms;
+        c->last_size = size;
+        c->saw_output = size > (uint64_t)c->req.offset;
+        c->last_growth_ms = c->saw_output ? now : -1;
+        c->poll_ms = POLL_FIRST_MS;
+        c->next_ms = now; /* the first pass at once */
+}
+
+/* One pass of the wait loop (SHELLCTL's WaitJob): true when answered. */
+static bool wait_pass(struct call *c)
+{
+        struct job *j = job_find(c->sh, c->req.job_id);
+        if (!j) {
+                reply_not_found(c);
+                return true;
+        }
+        int64_t now = monotonic_ms();
+        uint64_t size = out_size(j), offset = (uint64_t)c->req.offset;
+        if (size > c->last_size) {
+                c->last_size = size;
+                if (size > offset) {
+                        c->saw_output = true;
+                        c->last_growth_ms = now;
+                }
+        }
+        if (terminal(j) || now >= c->deadline_ms) {
+                reply_window(c, j, false);
+                return true;
+        }
+        if (size > offset) {
+                struct shell_window w;
+                uint64_t sz;
+                if (shell_window_read(j->out_rfd, offset, c->req.output_limit, &w, &sz) == 0 &&
+                    w.truncated) {
+                        reply_window(c, j, false);
+                        return true;
+                }
+                if (c->saw_output && now - c->last_growth_ms >= c->req.idle_flush_ms) {
+                        reply_window(c, j, false);
+                        return true;
+                }
+        }
+        c->next_ms = now + c->poll_ms;
+        c->poll_ms = c->poll_ms * 2 > POLL_MAX_MS ? POLL_MAX_MS : c->poll_ms * 2;
+        return false;
+}
+
+static void do_delete(struct call *c, struct job *j)
+{
+        struct shell_reply rep = {0};
+        memcpy(rep.view.job_id, j->id, sizeof(rep.view.job_id));
+        job_free(j);
+        reply_send(c, &rep, -1);
+}
+
+/* A terminate's end: grace over or nothing left running. */
+static bool terminate_pass(struct call *c)
+{
+        struct job *j = job_find(c->sh, c->req.job_id);
+        if (!j) {
+                reply_not_found(c);
+                return true;
+        }
+        int64_t now = monotonic_ms();
+        bool empty = !j->cg ? j->keeper_gone : cgroup_run_count(j->cg) == 0;
+        if (!empty && now < j->kill_at_ms) {
+                c->next_ms =
+                    now + POLL_MAX_MS / 2 < j->kill_at_ms ? now + POLL_MAX_MS / 2 : j->kill_at_ms;
+                return false;
+        }
+        if (!j->has_exit) {
+                j->has_exit = true;
+                j->exit_code = empty ? 128 + SIGINT : 128 + SIGKILL;
+        }
+        job_kill(j);
+        j->kill_at_ms = -1;
+        if (c->delete_after)
+                do_delete(c, j);
+        else
+                reply_view(c, j);
+        return true;
+}
+
+static void start_terminate(struct call *c, struct job *j)
+{
+        if (terminal(j) && j->kill_at_ms < 0) {
+                /* over already: whatever it left running goes now */
+                job_kill(j);
+                if (c->delete_after)
+                        do_delete(c, j);
+                else
+                        reply_view(c, j);
+                return;
+        }
+        if (!terminal(j)) {
+                set_status(j, SHELL_TERMINATED);
+                interrupt(j);
+                j->kill_at_ms = monotonic_ms() + c->req.grace_ms;
+                log_info(NULL, "shell.job_terminate", "job=%s grace_ms=%u", j->id, c->req.grace_ms);
+        }
+        c->state = CALL_TERMINATE;
+        c->next_ms = monotonic_ms();
+        terminate_pass(c);
+}
+
+static void do_run(struct call *c, int blobfd)
+{
+        struct shell *sh = c->sh;
+        struct stat st;
+        unsigned seals = (unsigned)fcntl(blobfd, F_GET_SEALS);
+        if (fstat(blobfd, &st) < 0 || st.st_size <= 0 || st.st_size > SHELL_BLOB_MAX ||
+            (int)seals < 0 || !(seals & F_SEAL_WRITE) || !(seals & F_SEAL_SHRINK)) {
+                reply_error(c, 400, "invalid_request", "Invalid JSON body");
+                return;
+        }
+        char *blob = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, blobfd, 0);
+        if (blob == MAP_FAILED) {
+                reply_error(c, 500, "internal_error", "reading the request: %s", strerror(errno));
+                return;
+        }
+        struct run_text t = {0};
+        struct jail_view_rw rw[2] = {{.fd = -1}, {.fd = -1}};
+        size_t n_rw = 0;
+        char why[PATH_MAX + 200] = "", **env = NULL;
+        struct job *j = NULL;
+        int r = parse_blob(blob, (size_t)st.st_size, &t);
+        if (r < 0) {
+                reply_error(c, 400, "invalid_request", "script is required");
+                goto out;
+        }
+        if (live_jobs(sh) >= (unsigned)sh->cfg->shell_max_jobs) {
+                reply_error(c, 429, "too_many_jobs",
+                            "%d jobs are alive (shell.max_jobs); terminate or delete one",
+                            sh->cfg->shell_max_jobs);
+                goto out;
+        }
+        if ((r = job_paths(sh, &t, rw, &n_rw, why, sizeof(why))) < 0) {
+                if (strncmp(why, "HOME must", 9) == 0)
+                        reply_error(c, 422, "validation_error", "%s", why);
+                else
+                        reply_error(c, 400, "invalid_cwd", "%s",
+                                    *why ? why : "cwd is not a directory");
+                goto out;
+        }
+        if (!(env = job_env(sh, &t, c->req.mode)) || !(j = calloc(1, sizeof(*j)))) {
+                reply_error(c, 500, "internal_error", "out of memory");
+                goto out;
+        }
+        *j = (struct job){.sh = sh,
+                          .mode = c->req.mode,
+                          .status = SHELL_CREATED,
+                          .created = now_s(),
+                          .started = -1,
+                          .ended = -1,
+                          .kill_at_ms = -1,
+                          .dirfd = -1,
+                          .out_rfd = -1,
+                          .keeper_pidfd = -1,
+                          .sock = -1};
+        if ((r = new_id(sh, j->id)) < 0) {
+                reply_error(c, 500, "job_id_collision", "Failed to allocate a unique job id");
+                free(j);
+                j = NULL;
+                goto out;
+        }
+        j->next = sh->jobs;
+        sh->jobs = j;
+        j->deadline_ms = monotonic_ms() + sh->cfg->shell_job_timeout * 1000;
+        j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        const char *binding = c->req.session_id[0] ? c->req.session_id : t.home;
+        r = j->dirfd < 0 ? -errno : 0;
+        if (r == 0)
+                r = write_file_at(j->dirfd, "script", t.script, t.script_len, 0555);
+        if (r == 0)
+                r = write_file_at(j->dirfd, "output.log", "", 0, 0600);
+        if (r == 0)
+                r = write_file_at(j->dirfd, "stderr.log", "", 0, 0600);
+        if (r == 0 &&
+            (j->out_rfd = openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                r = -errno;
+        if (r == 0 && (r = binding_get(sh, binding, &j->b)) == 0)
+                j->b->jobs++;
+        if (r == 0) {
+                set_status(j, SHELL_STARTING);
+                r = start_keeper(sh, j, &t, rw, n_rw, env, c->req.cols, c->req.rows);
+        }
+        if (r < 0) {
+                j->has_exit = true;
+                j->exit_code = 125;
+                if (j->dirfd >= 0 && j->out_rfd >= 0)
+                        verdict(j, "the job could not start: %s", strerror(-r));
+                set_status(j, SHELL_FAILED);
+                if (j->out_rfd < 0) {
+                        reply_error(c, 500, "internal_error", "job directory: %s", strerror(-r));
+                        job_free(j);
+                        goto out;
+                }
+        }
+        log_info(NULL, "shell.job_started", "job=%s mode=%s binding=%s cwd=%s", j->id,
+                 j->mode == SHELL_MODE_PTY ? "pty" : "stdio", log_q(binding), log_q(t.cwd));
+        memcpy(c->req.job_id, j->id, sizeof(c->req.job_id));
+        c->req.offset = 0;
+        call_park_wait(c, 0);
+        wait_pass(c);
+out:
+        for (size_t i = 0; i < 2; i++)
+                safe_close(rw[i].fd);
+        strv_free(env);
+        run_text_free(&t);
+        munmap(blob, (size_t)st.st_size);
+}
+
+static void do_input(struct call *c, struct job *j, int textfd)
+{
+        if (terminal(j)) {
+                reply_error(c, 409, "job_not_running", "Job %s is already terminal", j->id);
+                return;
+        }
+        if (j->mode == SHELL_MODE_STDIO) {
+                reply_error(c, 409, "input_unsupported", "stdio jobs do not support input");
+                return;
+        }
+        uint64_t size = out_size(j);
+        if ((uint64_t)c->req.offset > size) {
+                reply_window(c, j, false); /* invalid_offset */
+                return;
+        }
+        struct keeper_msg m = {.type = KEEPER_INPUT};
+        if (textfd >= 0 && j->sock >= 0)
+                channel_send(j->sock, &m, sizeof(m), &textfd, 1);
+        call_park_wait(c, size);
+        wait_pass(c);
+}
+
+static int cmp_created_desc(const void *a, const void *b)
+{
+        const struct shell_view *x = a, *y = b;
+        if (x->created_at != y->created_at)
+                return x->created_at > y->created_at ? -1 : 1;
+        return strcmp(x->job_id, y->job_id);
+}
+
+static void do_list(struct call *c)
+{
+        struct shell *sh = c->sh;
+        size_t n = 0, cap = 0;
+        for (struct job *j = sh->jobs; j; j = j->next)
+                cap++;
+        _cleanup_free_ struct shell_view *v = calloc(cap + 1, sizeof(*v));
+        if (!v) {
+                reply_error(c, 500, "internal_error", "out of memory");
+                return;
+        }
+        for (struct job *j = sh->jobs; j; j = j->next)
+                view_of(j, &v[n++]);
+        qsort(v, n, sizeof(*v), cmp_created_desc);
+        size_t k = 0;
+        for (size_t i = 0; i < n && k < c->req.list_limit; i++)
+                if (c->req.status_filter == -1 || c->req.status_filter == (int32_t)v[i].status)
+                        v[k++] = v[i];
+        _cleanup_close_ int fd = memfd_create("lockbox-jobs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0 || file_write_all(fd, v, k * sizeof(*v)) < 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0) {
+                reply_error(c, 500, "internal_error", "listing jobs: %s", strerror(errno));
+                return;
+        }
+        struct shell_reply rep = {.n_jobs = (uint32_t)k};
+        reply_send(c, &rep, k ? fd : -1);
+}
+
+/* The bounds the HTTP side applied, checked again: each op's own fields. */
+static bool req_valid(const struct shell_req *q)
+{
+        if (q->hdr.magic != PROTO_MAGIC || q->hdr.type != PROTO_SHELL_REQ || q->op < SHELL_RUN ||
+            q->op > SHELL_DELETE || q->offset < 0 || q->timeout_ms > SHELL_WAIT_MAX_MS ||
+            q->grace_ms > SHELL_GRACE_MAX_MS)
+                return false;
+        bool window = q->op == SHELL_RUN || q->op == SHELL_WAIT || q->op == SHELL_INPUT;
+        if (window && (q->output_limit < 1 || q->output_limit > SHELL_OUTPUT_LIMIT_MAX ||
+                       q->idle_flush_ms < 1 || q->idle_flush_ms > SHELL_IDLE_FLUSH_MAX_MS))
+                return false;
+        if (q->op == SHELL_TAIL && (q->output_limit < 1 || q->output_limit > SHELL_TAIL_LIMIT_MAX))
+                return false;
+        if (q->op == SHELL_RUN &&
+            (q->mode > SHELL_MODE_STDIO || q->cols < 1 || q->cols > SHELL_TERMINAL_MAX ||
+             q->rows < 1 || q->rows > SHELL_TERMINAL_MAX))
+                return false;
+        if (q->op == SHELL_LIST && (q->list_limit < 1 || q->list_limit > SHELL_LIST_MAX ||
+                                    q->status_filter < -2 || q->status_filter > SHELL_LOST))
+                return false;
+        return true;
+}
+
+static void dispatch(struct call *c, int fd)
+{
+        struct shell_req *q = &c->req;
+        q->job_id[SHELL_JOB_ID_LEN] = '\0';
+        q->session_id[SHELL_SESSION_ID_MAX] = '\0';
+        if (q->op == SHELL_RUN) {
+                if (fd < 0)
+                        reply_error(c, 400, "invalid_request", "Invalid JSON body");
+                else
+                        do_run(c, fd);
+                return;
+        }
+        if (q->op == SHELL_LIST) {
+                do_list(c);
+                return;
+        }
+        struct job *j = job_find(c->sh, q->job_id);
+        if (!j) {
+                reply_not_found(c);
+                return;
+        }
+        switch (q->op) {
+        case SHELL_WAIT:
+                if ((uint64_t)q->offset > out_size(j)) {
+                        reply_window(c, j, false);
+                        return;
+                }
+                call_park_wait(c, out_size(j));
+                wait_pass(c);
+                return;
+        case SHELL_INPUT:
+                do_input(c, j, fd);
+                return;
+        case SHELL_TAIL:
+                reply_window(c, j, true);
+                return;
+        case SHELL_STATUS:
+                reply_view(c, j);
+                return;
+        case SHELL_TERMINATE:
+                start_terminate(c, j);
+                return;
+        case SHELL_DELETE:
+                if (!terminal(j) && !q->force) {
+                        reply_error(c, 409, "job_running", "Job %s is still running", j->id);
+                        return;
+                }
+                c->delete_after = true;
+                start_terminate(c, j);
+                return;
+        default:
+                reply_error(c, 400, "invalid_request", "Invalid JSON body");
+        }
+}
+
+static void call_free(struct call *c)
+{
+        struct shell *sh = c->sh;
+        for (struct call **p = &sh->calls; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        loop_unwatch(sh->loop, c->chan);
+        safe_close(c->chan);
+        free(c);
+}
+
+static void on_call(void *data, uint32_t events)
+{
+        struct call *c = data;
+        if (c->state != CALL_READ) {
+                /* the HTTP side gave up (its client left): nothing to answer */
+                c->state = CALL_DONE;
+                return;
+        }
+        int fd = -1;
+        size_t nf = 0;
+        int r = channel_recv(c->chan, &c->req, sizeof(c->req), &fd, 1, &nf);
+        if (r <= 0 || !req_valid(&c->req)) {
+                if (nf)
+                        safe_close(fd);
+                if (r > 0)
+                        log_warn(NULL, "shell.bad_request", "op=%u", c->req.op);
+                c->state = CALL_DONE;
+                return;
+        }
+        dispatch(c, nf ? fd : -1);
+        if (nf)
+                safe_close(fd);
+}
+
+void shell_call(struct shell *sh, int chan)
+{
+        struct call *c = calloc(1, sizeof(*c));
+        if (!c) {
+                safe_close(chan);
+                return;
+        }
+        *c = (struct call){.sh = sh, .chan = chan, .state = CALL_READ};
+        c->w = (struct watch){.fn = on_call, .data = c};
+        if (loop_watch(sh->loop, chan, &c->w) < 0) {
+                safe_close(chan);
+                free(c);
+                return;
+        }
+        c->next = sh->calls;
+        sh->calls = c;
+}
+
+/* ---- the jailer's loop ------------------------------------------------- */
+
+int shell_wait_ms(const struct shell *sh)
+{
+        if (!sh)
+                return -1;
+        int64_t now = monotonic_ms(), next = sh->next_gc_ms;
+        for (const struct call *c = sh->calls; c; c = c->next) {
+                if (c->state == CALL_DONE)
+                        return 0;
+                if ((c->state == CALL_WAIT || c->state == CALL_TERMINATE) && c->next_ms < next)
+                        next = c->next_ms;
+        }
+        return next <= now ? 0 : (int)(next - now);
+}
+
+static void gc(struct shell *sh)
+{
+        int64_t now = monotonic_ms();
+        for (struct job *j = sh->jobs, *next; j; j = next) {
+                next = j->next;
+                if (!terminal(j) && now >= j->deadline_ms && j->kill_at_ms < 0) {
+                        verdict(j, "job ended: shell.job_timeout (%llds) reached",
+                                (long long)sh->cfg->shell_job_timeout);
+                        set_status(j, SHELL_TERMINATED);
+                        interrupt(j);
+                        j->kill_at_ms = now + TIMEOUT_GRACE_MS;
+                } else if (j->kill_at_ms >= 0 && now >= j->kill_at_ms) {
+                        bool waited = false;
+                        for (struct call *c = sh->calls; c; c = c->next)
+                                waited |=
+                                    c->state == CALL_TERMINATE && strcmp(c->req.job_id, j->id) == 0;
+                        if (!waited) {
+                                if (!j->has_exit) {
+                                        j->has_exit = true;
+                                        j->exit_code = 128 + SIGKILL;
+                                }
+                                job_kill(j);
+                                j->kill_at_ms = -1;
+                        }
+                } else if (terminal(j) && j->kill_at_ms < 0 &&
+                           now - j->ended_ms >= sh->cfg->shell_retention * 1000) {
+                        bool busy = false;
+                        for (struct call *c = sh->calls; c; c = c->next)
+                                busy |= c->state != CALL_DONE && strcmp(c->req.job_id, j->id) == 0;
+                        if (!busy)
+                                job_free(j);
+                }
+        }
+}
+
+void shell_tick(struct shell *sh)
+{
+        if (!sh)
+                return;
+        int64_t now = monotonic_ms();
+        for (struct call *c = sh->calls; c; c = c->next) {
+                if (c->next_ms > now)
+                        continue;
+                if (c->state == CALL_WAIT)
+                        wait_pass(c);
+                else if (c->state == CALL_TERMINATE)
+                        terminate_pass(c);
+        }
+        if (now >= sh->next_gc_ms) {
+                gc(sh);
+                sh->next_gc_ms = now + GC_EVERY_MS;
+        }
+        for (struct call *c = sh->calls, *next; c; c = next) {
+                next = c->next;
+                if (c->state == CALL_DONE)
+                        call_free(c);
+        }
+}
+
+bool shell_owns(const struct shell *sh, pid_t pid)
+{
+        if (!sh)
+                return false;
+        for (const struct job *j = sh->jobs; j; j = j->next)
+                if (j->keeper_pid == pid && !j->keeper_gone)
+                        return true;
+        for (const struct binding *b = sh->bindings; b; b = b->next)
+                if (b->pid == pid)
+                        return true;
+        return false;
+}
+
+unsigned shell_jobs(const struct shell *sh)
+{
+        unsigned n = 0;
+        for (const struct job *j = sh ? sh->jobs : NULL; j; j = j->next)
+                n++;
+        return n;
+}
+
+void shell_kill_all(struct shell *sh)
+{
+        if (!sh)
+                return;
+        while (sh->jobs)
+                job_free(sh->jobs);
+        while (sh->bindings)
+                binding_free(sh->bindings);
+        for (struct call *c = sh->calls; c; c = c->next)
+                if (c->state != CALL_DONE)
+                        reply_error(c, 503, "unavailable", "lockboxd is stopping");
+}
+
+/* ---- start-up ---------------------------------------------------------- */
+
+static void empty_jobs_dir(struct shell *sh)
+{
+        DIR *d = opendir(sh->jobs_dir);
+        struct dirent *de;
+        unsigned n = 0;
+        while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.') {
+                        remove_job_dir(sh, de->d_name);
+                        n++;
+                }
+        if (d)
+                closedir(d);
+        if (n)
+                log_warn(NULL, "shell.stale_jobs_removed", "count=%u", n);
+}
+
+static int mkdir_owned(const char *path, mode_t mode, uid_t uid)
+{
+        int r = file_mkdir_parents(path, 0);
+        if (r < 0)
+                return r;
+        if (mkdir(path, mode) == 0) {
+                if (chown(path, uid, uid) < 0)
+                        return -errno;
+        } else if (errno != EEXIST) {
+                return -errno;
+        }
+        return 0;
+}
+
+int shell_new(const struct config *cfg, struct loop *loop, struct cgroup_root *cg,
+              struct shell **ret, char *err, size_t errlen)
+{
+        struct shell *sh = calloc(1, sizeof(*sh));
+        if (!sh)
+                return -ENOMEM;
+        *sh = (struct shell){.cfg = cfg, .loop = loop, .cg = cg, .home_fd = -1, .jobs_fd = -1};
+        int r = 0;
+        const char *what = "";
+        if (asprintf(&sh->jobs_dir, "%s/jobs", cfg->shell_state_dir) < 0) {
+                free(sh);
+                return -ENOMEM;
+        }
+        if ((r = mkdir_owned(cfg->shell_state_dir, 0700, 0)) < 0 ||
+            (r = mkdir_owned(sh->jobs_dir, 0700, 0)) < 0)
+                what = cfg->shell_state_dir;
+        else if ((r = mkdir_owned(cfg->shell_home, 0755, (uid_t)cfg->shell_uid)) < 0)
+                what = cfg->shell_home;
+        else if ((sh->home_fd = open(cfg->shell_home, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+                 (sh->jobs_fd = open(sh->jobs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+                r = -errno;
+                what = "open";
+        }
+        if (r == 0) {
+                struct policy_shell_opts po = {.network = false,
+                                               .extra = cfg->allowed_syscalls,
+                                               .n_extra = cfg->n_allowed_syscalls};
+                if ((r = policy_build_shell(&po, &sh->filter)) < 0)
+                        what = "the shell jobs' syscall filter";
+        }
+        /* the view's read-only binds: the system, Landlock's list, the
+         * operator's extra paths, the /etc entries above */
+        size_t cap = cfg->n_shell_landlock_ro + cfg->n_extra_ro_paths + ELEMENTSOF(etc_paths);
+        if (r == 0 && !(sh->ro_paths = calloc(cap + 1, sizeof(char *))))
+                r = -ENOMEM;
+        for (size_t i = 0; r == 0 && i < cfg->n_shell_landlock_ro; i++)
+                if (!jail_owned(cfg->shell_landlock_ro[i]))
+                        sh->ro_paths[sh->n_ro_paths++] = cfg->shell_landlock_ro[i];
+        for (size_t i = 0; r == 0 && i < cfg->n_extra_ro_paths; i++)
+                sh->ro_paths[sh->n_ro_paths++] = cfg->extra_ro_paths[i];
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(etc_paths); i++)
+                sh->ro_paths[sh->n_ro_paths++] = (char *)etc_paths[i];
+        if (r < 0) {
+                snprintf(err, errlen, "shell jobs: %s: %s", what, strerror(-r));
+                shell_free(sh);
+                return r;
+        }
+        empty_jobs_dir(sh);
+        sh->next_gc_ms = monotonic_ms() + GC_EVERY_MS;
+        log_info(NULL, "shell.ready", "home=%s state_dir=%s uid=%d", log_q(cfg->shell_home),
+                 log_q(cfg->shell_state_dir), cfg->shell_uid);
+        *ret = sh;
+        return 0;
+}
+
+struct shell *shell_free(struct shell *sh)
+{
+        if (!sh)
+                return NULL;
+        shell_kill_all(sh);
+        while (sh->calls)
+                call_free(sh->calls);
+        policy_prog_free(&sh->filter);
+        safe_close(sh->home_fd);
+        safe_close(sh->jobs_fd);
+        free(sh->ro_paths);
+        free(sh->jobs_dir);
+        free(sh);
+        return NULL;
+}

@@ -1,0 +1,424 @@
+/* A job's keeper: forked by the jailer for one job, it clones the job's
+ * first process into the binding's namespaces (child.c), then gives up
+ * root and keeps the job: it holds the terminal's master (or the stdio
+ * pipes), writes what the job prints to output.log (a terminal's output
+ * made plain text by sanitize.c), types the input the jailer sends,
+ * answers the job's forbidden system calls with EPERM while telling the
+ * jailer, and reports the exit once every byte is written. It never opens
+ * a file after its start: Landlock leaves it none. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/file.h"
+#include "base/strbuf.h"
+#include "base/util.h"
+#include "ipc/channel.h"
+#include "jail/landlock.h"
+#include "shell/internal.h"
+#include "shell/sanitize.h"
+
+/* How long the terminal must stay quiet before a partial line (a prompt)
+ * is written, and how long, once the job's first process has ended, the
+ * keeper waits for the last bytes a background process may still hold. */
+#define PARTIAL_FLUSH_MS 300
+#define DRAIN_QUIET_MS 20
+#define INPUT_MAX (1 << 20)
+
+struct keeper {
+        const struct job_spec *s;
+        pid_t pid;
+        int pidfd, master, out_r, err_r, listener;
+        struct sanitizer *san;
+        int64_t written; /* bytes in output.log */
+        bool capped;     /* max_output reached: the rest is dropped */
+        int64_t last_output_ms;
+        bool partial;        /* the sanitiser may hold a partial line */
+        struct strbuf input; /* typed text not yet taken by the terminal */
+        bool exited;
+        int code;
+};
+
+static void tell(const struct keeper *k, const struct keeper_msg *m)
+{
+        /* the jailer may be gone (it restarts): the job goes on */
+        channel_send(k->s->sock, m, sizeof(*m), NULL, 0);
+}
+
+static _Noreturn void fail(const struct job_spec *s, const char *step, int error)
+{
+        struct keeper_msg m = {.type = KEEPER_FAILED, .error = error};
+        strncpy(m.step, step, sizeof(m.step) - 1);
+        channel_send(s->sock, &m, sizeof(m), NULL, 0);
+        _exit(1);
+}
+
+/* Append to output.log up to max_output; the rest is dropped, with one
+ * notice on a terminal (stdio output stays byte-exact). */
+static void emit(struct keeper *k, const char *p, size_t n)
+{
+        if (k->capped || n == 0)
+                return;
+        size_t room = (size_t)(k->s->max_output - k->written);
+        if (n > room) {
+                n = room;
+                k->capped = true;
+        }
+        if (file_write_all(k->s->out_fd, p, n) == 0)
+                k->written += (int64_t)n;
+        if (k->capped && k->s->mode == SHELL_MODE_PTY) {
+                static const char note[] = "\n[lockbox] output limit reached: the rest of this "
+                                           "job's output is dropped\n";
+                if (file_write_all(k->s->out_fd, note, sizeof(note) - 1) == 0)
+                        k->written += (int64_t)sizeof(note) - 1;
+        }
+}
+
+static void emit_sanitized(struct keeper *k, struct strbuf *sb)
+{
+        emit(k, sb->data, sb->len);
+        sb->len = 0;
+}
+
+/* Read what the terminal (or a pipe) has. 1: read some, 0: nothing now,
+ * -1: closed (EOF, or EIO once no process holds the terminal). */
+static int pump(struct keeper *k, int fd, bool to_stderr)
+{
+        char buf[65536];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0)
+                return -1;
+        k->last_output_ms = monotonic_ms();
+        if (to_stderr) {
+                file_write_all(k->s->err_fd, buf, (size_t)n);
+        } else if (k->san) {
+                struct strbuf sb;
+                strbuf_init(&sb, 0);
+                sanitizer_feed(k->san, buf, (size_t)n, &sb);
+                emit_sanitized(k, &sb);
+                strbuf_free(&sb);
+                k->partial = true;
+        } else {
+                emit(k, buf, (size_t)n);
+        }
+        return 1;
+}
+
+static void flush_partial(struct keeper *k, bool finish)
+{
+        if (!k->san)
+                return;
+        struct strbuf sb;
+        strbuf_init(&sb, 0);
+        if (finish)
+                sanitizer_finish(k->san, &sb);
+        else
+                sanitizer_flush_partial(k->san, &sb);
+        emit_sanitized(k, &sb);
+        strbuf_free(&sb);
+        k->partial = false;
+}
+
+/* Typed text, as a terminal paste does it: each LF becomes CR (the line
+ * discipline's ICRNL turns it back for a reader in canonical mode). */
+static void queue_input(struct keeper *k, int memfd)
+{
+        struct stat st;
+        if (fstat(memfd, &st) < 0 || st.st_size <= 0 || st.st_size > INPUT_MAX ||
+            k->input.len + (size_t)st.st_size > INPUT_MAX)
+                return;
+        char *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, memfd, 0);
+        if (p == MAP_FAILED)
+                return;
+        for (off_t i = 0; i < st.st_size; i++) {
+                char ch = p[i] == '\n' ? '\r' : p[i];
+                strbuf_append(&k->input, &ch, 1);
+        }
+        munmap(p, (size_t)st.st_size);
+}
+
+static void push_input(struct keeper *k)
+{
+        if (k->master < 0 || k->input.len == 0)
+                return;
+        ssize_t n = write(k->master, k->input.data, k->input.len);
+        if (n > 0) {
+                memmove(k->input.data, k->input.data + n, k->input.len - (size_t)n);
+                k->input.len -= (size_t)n;
+        }
+}
+
+static void on_jailer(struct keeper *k)
+{
+        struct keeper_msg m;
+        int fd = -1;
+        size_t nf = 0;
+        int r = channel_recv(k->s->sock, &m, sizeof(m), &fd, 1, &nf);
+        if (r <= 0)
+                return;
+        if (m.type == KEEPER_INPUT && nf == 1)
+                queue_input(k, fd);
+        else if (m.type == KEEPER_INTERRUPT && k->master >= 0)
+                strbuf_append(&k->input, "\x03", 1);
+        else if (m.type == KEEPER_INTERRUPT)
+                kill(-k->pid, SIGINT); /* the job's session leader leads its group */
+        if (nf == 1)
+                close(fd);
+        push_input(k);
+}
+
+/* A forbidden call: refused here (EPERM), named to the jailer, which ends
+ * the job. If the keeper is gone the kernel answers ENOSYS: still refused. */
+static void on_violation(struct keeper *k)
+{
+        struct seccomp_notif *req;
+        struct seccomp_notif_resp *resp;
+        if (seccomp_notify_alloc(&req, &resp) < 0)
+                return;
+        memset(req, 0, sizeof(*req));
+        if (seccomp_notify_receive(k->listener, req) == 0) {
+                resp->id = req->id;
+                resp->error = -EPERM;
+                resp->flags = 0;
+                seccomp_notify_respond(k->listener, resp);
+                struct keeper_msg m = {
+                    .type = KEEPER_VIOLATION, .nr = req->data.nr, .pid = (int32_t)req->pid};
+                tell(k, &m);
+        }
+        seccomp_notify_free(req, resp);
+}
+
+static void on_exit_status(struct keeper *k)
+{
+        siginfo_t si = {0};
+        if (waitid(P_PIDFD, (id_t)k->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+                return;
+        k->exited = true;
+        k->code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+}
+
+/* The job's first process, cloned into the binding's PID namespace and a
+ * mount namespace of its own (and on cgroup v2 straight into its group). */
+static int start_child(struct keeper *k, int *ret_sync)
+{
+        const struct job_spec *s = k->s;
+        int out[2] = {-1, -1}, err[2] = {-1, -1}, sync[2];
+        if (s->mode == SHELL_MODE_STDIO && (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0))
+                return -errno;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0)
+                return -errno;
+        int pidfd = -1;
+        struct clone_args args = {
+            .flags = CLONE_NEWNS | CLONE_PIDFD,
+            .pidfd = (uint64_t)(uintptr_t)&pidfd,
+            .exit_signal = SIGCHLD,
+        };
+        if (s->cgroup_dirfd >= 0) {
+                args.flags |= CLONE_INTO_CGROUP;
+                args.cgroup = (uint64_t)s->cgroup_dirfd;
+        }
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                close(sync[0]);
+                job_child_main(s, sync[1], out[1], err[1]);
+        }
+        close(sync[1]);
+        safe_close(out[1]);
+        safe_close(err[1]);
+        k->pid = pid;
+        k->pidfd = pidfd;
+        k->out_r = out[0];
+        k->err_r = err[0];
+        *ret_sync = sync[0];
+        return 0;
+}
+
+/* Follow the child's lock sequence: the terminal's master, the listener,
+ * then EOF (its exec closed the sync socket) or a failing step. */
+static void await_child(struct keeper *k, int sync)
+{
+        for (;;) {
+                struct job_sync_msg m;
+                int fd = -1;
+                struct pollfd p = {.fd = sync, .events = POLLIN};
+                if (RETRY_EINTR(poll(&p, 1, -1)) < 0)
+                        fail(k->s, "sync", errno);
+                int r = jail_sync_recv(sync, (struct jail_sync_msg *)&m, &fd);
+                if (r < 0)
+                        fail(k->s, "sync", -r);
+                if (r == 0)
+                        break;
+                if (m.type == SYNC_FAIL)
+                        fail(k->s, m.step, m.error);
+                if (m.type == JOB_SYNC_PTY && fd >= 0 && k->master < 0)
+                        k->master = fd;
+                else if (m.type == SYNC_LISTENER && fd >= 0 && k->listener < 0)
+                        k->listener = fd;
+                else
+                        safe_close(fd);
+        }
+        close(sync);
+        if (k->listener < 0 || (k->s->mode == SHELL_MODE_PTY && k->master < 0))
+                fail(k->s, "exec", ECHILD);
+}
+
+/* Root is needed no more: the job's UID, no capabilities, not dumpable,
+ * and no file access at all. */
+static void give_up_root(const struct job_spec *s)
+{
+        int r = jail_identity_drop(s->view.uid, s->view.gid);
+        if (r == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                r = -errno;
+        if (r == 0) {
+                r = landlock_confine(NULL, 0, NULL, 0);
+                if (r == -EOPNOTSUPP)
+                        r = 0;
+        }
+        if (r < 0)
+                fail(s, "keeper-identity", -r);
+}
+
+static void loop(struct keeper *k)
+{
+        bool out_open = true, err_open = k->err_r >= 0, jailer_open = true;
+        int64_t quiet_since = -1;
+        for (;;) {
+                struct pollfd p[6];
+                int n = 0, i_out = -1, i_err = -1, i_pid = -1, i_lis = -1, i_sock = -1;
+                int src = k->master >= 0 ? k->master : k->out_r;
+                if (out_open) {
+                        i_out = n;
+                        p[n++] = (struct pollfd){.fd = src,
+                                                 .events = POLLIN | (k->input.len ? POLLOUT : 0)};
+                }
+                if (err_open) {
+                        i_err = n;
+                        p[n++] = (struct pollfd){.fd = k->err_r, .events = POLLIN};
+                }
+                if (!k->exited) {
+                        i_pid = n;
+                        p[n++] = (struct pollfd){.fd = k->pidfd, .events = POLLIN};
+                }
+                i_lis = n;
+                p[n++] = (struct pollfd){.fd = k->listener, .events = POLLIN};
+                if (jailer_open) {
+                        i_sock = n;
+                        p[n++] = (struct pollfd){.fd = k->s->sock, .events = POLLIN};
+                }
+                int timeout = -1;
+                if (k->partial)
+                        timeout = PARTIAL_FLUSH_MS;
+                if (k->exited && k->master >= 0)
+                        timeout = DRAIN_QUIET_MS;
+                int r = poll(p, (nfds_t)n, timeout);
+                if (r < 0 && errno != EINTR)
+                        return;
+                if (r == 0 && k->partial && !k->exited)
+                        flush_partial(k, false);
+                if (i_out >= 0 && (p[i_out].revents & POLLOUT))
+                        push_input(k);
+                if (i_out >= 0 && (p[i_out].revents & (POLLIN | POLLHUP | POLLERR))) {
+                        while ((r = pump(k, src, false)) > 0)
+                                ;
+                        if (r < 0)
+                                out_open = false;
+                }
+                if (i_err >= 0 && (p[i_err].revents & (POLLIN | POLLHUP | POLLERR))) {
+                        while ((r = pump(k, k->err_r, true)) > 0)
+                                ;
+                        if (r < 0)
+                                err_open = false;
+                }
+                if (p[i_lis].revents & POLLIN)
+                        on_violation(k);
+                if (i_sock >= 0 && (p[i_sock].revents & POLLIN))
+                        on_jailer(k);
+                else if (i_sock >= 0 && (p[i_sock].revents & (POLLHUP | POLLERR)))
+                        jailer_open = false;
+                if (i_pid >= 0 && (p[i_pid].revents & POLLIN))
+                        on_exit_status(k);
+                if (!k->exited)
+                        continue;
+                if (k->master >= 0) {
+                        /* a terminal: done at EIO (no process holds it any
+                         * more), or once quiet; what a background process
+                         * prints later is not the job's (as the reference's
+                         * pane, which closes with the script) */
+                        int64_t now = monotonic_ms();
+                        if (r > 0 && out_open)
+                                quiet_since = now;
+                        if (quiet_since < 0)
+                                quiet_since = now;
+                        if (!out_open || now - quiet_since >= DRAIN_QUIET_MS)
+                                return;
+                } else if (!out_open && !err_open) {
+                        return; /* stdio: both pipes at EOF */
+                }
+        }
+}
+
+_Noreturn void keeper_main(const struct job_spec *s)
+{
+        struct keeper k = {
+            .s = s, .pidfd = -1, .master = -1, .out_r = -1, .err_r = -1, .listener = -1};
+        strbuf_init(&k.input, 0);
+        prctl(PR_SET_NAME, "lockbox-keeper", 0, 0, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        /* the binding's network, IPC and host name; its PID namespace for
+         * the child only */
+        const int ns[][2] = {{s->ns_net, CLONE_NEWNET},
+                             {s->ns_ipc, CLONE_NEWIPC},
+                             {s->ns_uts, CLONE_NEWUTS},
+                             {s->ns_pid, CLONE_NEWPID}};
+        for (size_t i = 0; i < ELEMENTSOF(ns); i++)
+                if (setns(ns[i][0], ns[i][1]) < 0)
+                        fail(s, "keeper-setns", errno);
+        if (s->mode == SHELL_MODE_PTY && sanitizer_new(&k.san) < 0)
+                fail(s, "keeper-sanitizer", ENOMEM);
+        int sync = -1;
+        int r = start_child(&k, &sync);
+        if (r < 0)
+                fail(s, "clone", -r);
+        await_child(&k, sync);
+        give_up_root(s);
+        if (k.master >= 0)
+                fcntl(k.master, F_SETFL, O_NONBLOCK);
+        if (k.out_r >= 0)
+                fcntl(k.out_r, F_SETFL, O_NONBLOCK);
+        if (k.err_r >= 0)
+                fcntl(k.err_r, F_SETFL, O_NONBLOCK);
+        struct keeper_msg m = {.type = KEEPER_STARTED, .pid = k.pid};
+        tell(&k, &m);
+        loop(&k);
+        flush_partial(&k, true);
+        if (!k.exited) { /* the loop broke: collect the status anyway */
+                siginfo_t si = {0};
+                waitid(P_PIDFD, (id_t)k.pidfd, &si, WEXITED);
+                k.code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+        }
+        m = (struct keeper_msg){.type = KEEPER_EXITED, .code = k.code, .pid = k.pid};
+        tell(&k, &m);
+        _exit(0);
+}

@@ -1,0 +1,31 @@
+/* Shell jobs (Dify's shellctl API), the jailer's side: the jobs table.
+ * The jailer hands each PROTO_SHELL call's channel to shell_call(); the
+ * rest happens on the jailer's loop: reading the call, starting jobs
+ * (a keeper process each), waiting for output or an exit, answering. */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct config;
+struct loop;
+struct cgroup_root;
+struct shell;
+
+/* At start-up, as root: the state directory (emptied: jobs do not outlive
+ * the daemon yet), shell.home, the jobs' filter. 0 or -errno with err. */
+int shell_new(const struct config *cfg, struct loop *loop, struct cgroup_root *cg,
+              struct shell **ret, char *err, size_t errlen);
+struct shell *shell_free(struct shell *sh);
+/* A call's channel (the PROTO_SHELL message's fd); the shell owns it. */
+void shell_call(struct shell *sh, int chan);
+/* The keepers and binding inits are the jailer's children. */
+bool shell_owns(const struct shell *sh, pid_t pid);
+/* Milliseconds until shell_tick has work, or -1. */
+int shell_wait_ms(const struct shell *sh);
+/* Timers: parked waits, grace periods, job time limits, retention. */
+void shell_tick(struct shell *sh);
+/* Stop: every job killed, every binding ended. */
+void shell_kill_all(struct shell *sh);
+/* Jobs and bindings alive (the jailer waits for none at exit). */
+unsigned shell_jobs(const struct shell *sh);
