@@ -209,8 +209,20 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                 r = runs_new(&j->env, &j->runs, err, errlen);
         if (r == 0 && (r = deps_new(cfg, j->env.loop, &j->env.deps, err, errlen)) == 0)
                 deps_on_layer_switched(j->env.deps, drain_python_pools, j);
-        if (r == 0 && cfg->shell_enabled)
-                r = shell_new(cfg, j->env.loop, j->env.cg, &j->shell, err, errlen);
+        if (r == 0 && cfg->shell_enabled) {
+                /* bindings reach the network as runs with network do */
+                struct shell_deps d = {.cfg = cfg, .loop = j->env.loop, .cg = j->env.cg};
+                if (cfg->enable_network && !config_net_namespace(cfg))
+                        d.net_mode = SHELL_NET_HOST;
+                else if (cfg->enable_network && j->env.net && run_env_network_usable(&j->env))
+                        d = (struct shell_deps){.cfg = cfg,
+                                                .loop = j->env.loop,
+                                                .cg = j->env.cg,
+                                                .net_mode = SHELL_NET_NAMESPACE,
+                                                .net = j->env.net,
+                                                .resolv_conf = j->env.resolv_conf};
+                r = shell_new(&d, &j->shell, err, errlen);
+        }
         if (r < 0) {
                 jailer_free(j);
                 return r;

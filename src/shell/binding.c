@@ -1,5 +1,6 @@
 /* A binding's init (see internal.h). Cloned by the jailer into new PID,
- * IPC, UTS and network namespaces, it brings the loopback up (servers a
+ * IPC and UTS namespaces, into the binding's network namespace (one of
+ * the run network's, or a new one whose loopback it brings up: servers a
  * job starts in the background answer the binding's next jobs on it),
  * names the host, gives up root and reaps whatever the binding's jobs
  * leave orphaned, until the jailer kills it with the binding: then the
@@ -7,6 +8,7 @@
 #include <errno.h>
 #include <linux/sched.h>
 #include <net/if.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -33,7 +35,7 @@ static int loopback_up(void)
         return ioctl(s, SIOCSIFFLAGS, &ifr) < 0 ? -errno : 0;
 }
 
-static _Noreturn void holder(const char *hostname, uid_t uid)
+static _Noreturn void holder(const char *hostname, uid_t uid, int netns_fd, bool host_net)
 {
         prctl(PR_SET_NAME, "lockbox-binding", 0, 0, 0);
         /* only SIGKILL from outside ends it; SIGCHLD is taken synchronously */
@@ -42,9 +44,12 @@ static _Noreturn void holder(const char *hostname, uid_t uid)
         sigprocmask(SIG_SETMASK, &all, NULL);
         sigemptyset(&chld);
         sigaddset(&chld, SIGCHLD);
+        if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0)
+                _exit(1);
         fd_close_from(3);
-        if (loopback_up() < 0 || sethostname(hostname, strlen(hostname)) < 0 ||
-            jail_identity_drop(uid, uid) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        if ((netns_fd < 0 && !host_net && loopback_up() < 0) ||
+            sethostname(hostname, strlen(hostname)) < 0 || jail_identity_drop(uid, uid) < 0 ||
+            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 _exit(1);
         int r = landlock_confine(NULL, 0, NULL, 0);
         if (r < 0 && r != -EOPNOTSUPP)
@@ -56,12 +61,13 @@ static _Noreturn void holder(const char *hostname, uid_t uid)
         }
 }
 
-int binding_holder_start(const char *hostname, uid_t uid, pid_t *ret_pid, int *ret_pidfd)
+int binding_holder_start(const char *hostname, uid_t uid, int netns_fd, bool host_net,
+                         pid_t *ret_pid, int *ret_pidfd)
 {
         int pidfd = -1;
         struct clone_args args = {
-            .flags = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWNS |
-                     CLONE_PIDFD,
+            .flags = CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS | CLONE_PIDFD |
+                     (netns_fd < 0 && !host_net ? CLONE_NEWNET : 0),
             .pidfd = (uint64_t)(uintptr_t)&pidfd,
             .exit_signal = SIGCHLD,
         };
@@ -69,7 +75,7 @@ int binding_holder_start(const char *hostname, uid_t uid, pid_t *ret_pid, int *r
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                holder(hostname, uid);
+                holder(hostname, uid, netns_fd, host_net);
         *ret_pid = pid;
         *ret_pidfd = pidfd;
         return 0;

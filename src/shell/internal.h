@@ -79,6 +79,9 @@ struct job_sync_msg {
 };
 
 /* A binding's init: PID 1 of the binding's PID namespace, holding its IPC,
- * UTS and network namespaces while jobs come and go (binding.c). 0 with
- * the pid and a pidfd, or -errno. */
-int binding_holder_start(const char *hostname, uid_t uid, pid_t *ret_pid, int *ret_pidfd);
+ * UTS and network namespaces while jobs come and go (binding.c). netns_fd:
+ * the namespace to join, or -1 for a new one with only its loopback
+ * (up); host_net: stay in the caller's. 0 with the pid and a pidfd, or
+ * -errno. */
+int binding_holder_start(const char *hostname, uid_t uid, int netns_fd, bool host_net,
+                         pid_t *ret_pid, int *ret_pidfd);

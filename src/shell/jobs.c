@@ -37,6 +37,7 @@
 #include "config/config.h"
 #include "ipc/channel.h"
 #include "jail/cgroup.h"
+#include "net/net.h"
 #include "shell/internal.h"
 #include "shell/window.h"
 
@@ -111,7 +112,8 @@ struct binding {
         char *key;
         pid_t pid;
         int pidfd;
-        int ns[4]; /* pid, net, ipc, uts */
+        int ns[4];     /* pid, net, ipc, uts */
+        uint32_t addr; /* its address on the run network, or 0 */
         unsigned jobs;
         struct watch w;
 };
@@ -156,6 +158,9 @@ struct shell {
         const struct config *cfg;
         struct loop *loop;
         struct cgroup_root *cg;
+        enum shell_net net_mode;
+        struct net *net;
+        const char *resolv_conf;
         struct policy_prog filter;
         int home_fd, jobs_fd;
         char *jobs_dir;
@@ -311,7 +316,8 @@ static void binding_free(struct binding *b)
                         *p = b->next;
                         break;
                 }
-        loop_unwatch(sh->loop, b->pidfd);
+        if (b->pidfd >= 0)
+                loop_unwatch(sh->loop, b->pidfd);
         if (b->pidfd >= 0) {
                 syscall(SYS_pidfd_send_signal, b->pidfd, SIGKILL, NULL, 0);
                 waitpid(b->pid, NULL, 0);
@@ -319,6 +325,8 @@ static void binding_free(struct binding *b)
         safe_close(b->pidfd);
         for (int i = 0; i < 4; i++)
                 safe_close(b->ns[i]);
+        if (b->addr)
+                net_run_release(sh->net, b->addr);
         log_info(NULL, "shell.binding_ended", "binding=%s", log_q(b->key));
         free(b->key);
         free(b);
@@ -348,15 +356,24 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
                 return -ENOMEM;
         }
         b->sh = sh;
+        b->pidfd = -1;
         for (int i = 0; i < 4; i++)
                 b->ns[i] = -1;
-        int r =
-            binding_holder_start(sh->cfg->hostname, (uid_t)sh->cfg->shell_uid, &b->pid, &b->pidfd);
+        int r = 0;
+        char err[256] = "";
+        if (sh->net_mode == SHELL_NET_NAMESPACE)
+                r = net_run_create(sh->net, &b->ns[1], &b->addr, err, sizeof(err));
+        if (r == 0)
+                r = binding_holder_start(sh->cfg->hostname, (uid_t)sh->cfg->shell_uid, b->ns[1],
+                                         sh->net_mode == SHELL_NET_HOST, &b->pid, &b->pidfd);
+        else
+                log_error(NULL, "shell.binding_network", "binding=%s error=%s", log_q(key),
+                          log_q(err));
         static const char *const names[] = {"pid", "net", "ipc", "uts"};
         for (int i = 0; r == 0 && i < 4; i++) {
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)b->pid, names[i]);
-                if ((b->ns[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+                if (b->ns[i] < 0 && (b->ns[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0)
                         r = -errno;
         }
         b->w = (struct watch){.fn = on_binding_exit, .data = b};
@@ -938,6 +955,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                      .file_path = script_path,
                      .file_fd = file_fd,
                      .hostname = cfg->hostname,
+                     .resolv_conf = sh->resolv_conf,
                      .home = t->home,
                      .uid = (uid_t)cfg->shell_uid,
                      .gid = (gid_t)cfg->shell_uid,
@@ -1550,13 +1568,20 @@ static int mkdir_owned(const char *path, mode_t mode, uid_t uid)
         return 0;
 }
 
-int shell_new(const struct config *cfg, struct loop *loop, struct cgroup_root *cg,
-              struct shell **ret, char *err, size_t errlen)
+int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t errlen)
 {
+        const struct config *cfg = d->cfg;
         struct shell *sh = calloc(1, sizeof(*sh));
         if (!sh)
                 return -ENOMEM;
-        *sh = (struct shell){.cfg = cfg, .loop = loop, .cg = cg, .home_fd = -1, .jobs_fd = -1};
+        *sh = (struct shell){.cfg = cfg,
+                             .loop = d->loop,
+                             .cg = d->cg,
+                             .net_mode = d->net_mode,
+                             .net = d->net,
+                             .resolv_conf = d->resolv_conf,
+                             .home_fd = -1,
+                             .jobs_fd = -1};
         int r = 0;
         const char *what = "";
         if (asprintf(&sh->jobs_dir, "%s/jobs", cfg->shell_state_dir) < 0) {
@@ -1574,7 +1599,7 @@ int shell_new(const struct config *cfg, struct loop *loop, struct cgroup_root *c
                 what = "open";
         }
         if (r == 0) {
-                struct policy_shell_opts po = {.network = false,
+                struct policy_shell_opts po = {.network = d->net_mode != SHELL_NET_NONE,
                                                .extra = cfg->allowed_syscalls,
                                                .n_extra = cfg->n_allowed_syscalls};
                 if ((r = policy_build_shell(&po, &sh->filter)) < 0)
@@ -1599,8 +1624,9 @@ int shell_new(const struct config *cfg, struct loop *loop, struct cgroup_root *c
         }
         empty_jobs_dir(sh);
         sh->next_gc_ms = monotonic_ms() + GC_EVERY_MS;
-        log_info(NULL, "shell.ready", "home=%s state_dir=%s uid=%d", log_q(cfg->shell_home),
-                 log_q(cfg->shell_state_dir), cfg->shell_uid);
+        log_info(NULL, "shell.ready", "home=%s state_dir=%s uid=%d network=%s",
+                 log_q(cfg->shell_home), log_q(cfg->shell_state_dir), cfg->shell_uid,
+                 (const char *[]){"none", "namespace", "host"}[d->net_mode]);
         *ret = sh;
         return 0;
 }

@@ -10,12 +10,26 @@
 struct config;
 struct loop;
 struct cgroup_root;
+struct net;
 struct shell;
 
+/* How bindings reach the network: not at all (loopback only), through a
+ * namespace of the run network each (net.h, with its egress policy), or
+ * the host's own (network.mode: host, unsafe). */
+enum shell_net { SHELL_NET_NONE, SHELL_NET_NAMESPACE, SHELL_NET_HOST };
+
+struct shell_deps {
+        const struct config *cfg;
+        struct loop *loop;
+        struct cgroup_root *cg;
+        enum shell_net net_mode;
+        struct net *net;         /* SHELL_NET_NAMESPACE: the run network */
+        const char *resolv_conf; /* its /etc/resolv.conf, or NULL: the host's */
+};
+
 /* At start-up, as root: the state directory (emptied: jobs do not outlive
- * the daemon yet), shell.home, the jobs' filter. 0 or -errno with err. */
-int shell_new(const struct config *cfg, struct loop *loop, struct cgroup_root *cg,
-              struct shell **ret, char *err, size_t errlen);
+ * the daemon yet), shell.home, the jobs' filters. 0 or -errno with err. */
+int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t errlen);
 struct shell *shell_free(struct shell *sh);
 /* A call's channel (the PROTO_SHELL message's fd); the shell owns it. */
 void shell_call(struct shell *sh, int chan);
