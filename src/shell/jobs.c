@@ -134,6 +134,7 @@ struct job {
         pid_t keeper_pid, pid;
         int keeper_pidfd, sock;
         bool keeper_gone, interrupted;
+        uint64_t oom_seen; /* OOM kills already told */
         struct binding *b;
         struct cgroup_run *cg;
         struct watch w_sock, w_keeper;
@@ -455,6 +456,21 @@ static void interrupt(struct job *j)
         j->interrupted = true;
 }
 
+/* The memory limit killed a process of the job: say so where its output
+ * goes (the job itself may go on, if its shell survived). */
+static void check_oom(struct job *j)
+{
+        struct cgroup_stats st;
+        if (!j->cg || cgroup_run_stats(j->cg, &st) < 0 || st.oom_kills <= j->oom_seen)
+                return;
+        verdict(j,
+                "%llu process(es) killed: the job's memory limit (shell.memory, %lld MiB) "
+                "was reached",
+                (unsigned long long)(st.oom_kills - j->oom_seen),
+                (long long)(j->sh->cfg->shell_memory_bytes >> 20));
+        j->oom_seen = st.oom_kills;
+}
+
 /* ---- keeper events ----------------------------------------------------- */
 
 static void on_keeper_msg(void *data, uint32_t events)
@@ -495,6 +511,7 @@ static void on_keeper_msg(void *data, uint32_t events)
                 break;
         }
         case KEEPER_EXITED:
+                check_oom(j);
                 if (!terminal(j)) {
                         j->has_exit = true;
                         j->exit_code = m.code;
@@ -1448,6 +1465,8 @@ static void gc(struct shell *sh)
         int64_t now = monotonic_ms();
         for (struct job *j = sh->jobs, *next; j; j = next) {
                 next = j->next;
+                if (j->kill_at_ms < 0 && (!terminal(j) || now - j->ended_ms < 2000))
+                        check_oom(j);
                 if (!terminal(j) && now >= j->deadline_ms && j->kill_at_ms < 0) {
                         verdict(j, "job ended: shell.job_timeout (%llds) reached",
                                 (long long)sh->cfg->shell_job_timeout);
