@@ -211,10 +211,20 @@ static void view_of(const struct job *j, struct shell_view *v)
         memcpy(v->job_id, j->id, sizeof(v->job_id));
 }
 
+/* Calls parked on the job look again at the next tick, not at their next
+ * poll: a wait answers a job's end at once. */
+static void wake_calls(struct job *j)
+{
+        for (struct call *c = j->sh->calls; c; c = c->next)
+                if (strcmp(c->req.job_id, j->id) == 0)
+                        c->next_ms = 0;
+}
+
 static void set_status(struct job *j, uint32_t status)
 {
         if (terminal(j))
                 return;
+        wake_calls(j);
         if ((status == SHELL_STARTING || status == SHELL_RUNNING) && j->started < 0)
                 j->started = now_s();
         j->status = status;

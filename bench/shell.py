@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""Shell-job figures against a running lockboxd (shell.enabled), beside
+the floor of the same work done directly on this machine.
+
+    bench/shell.py [--url http://127.0.0.1:5004] [--token T] [-n 30]
+
+Prints, each with its floor:
+  start   job start to first output byte (run of `echo x`, stdio), p50/p90
+  exit    how long after a job's exit `wait` answers (a job that sleeps
+          300 ms; the run call's time less 300 ms less the start figure)
+  paging  200 KB of output read back through 16 KiB windows, MB/s
+  bindings  50 bindings with a live job each: started, all running, removed
+Run by hand; figures go in notes, never in tests (docs/TESTING.md)."""
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import time
+import urllib.parse
+
+_conn = None
+
+
+def call(args, method, path, body=None):
+    """One request on a kept-alive connection, as Dify's client keeps one."""
+    global _conn
+    if _conn is None:
+        u = urllib.parse.urlsplit(args.url)
+        _conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=120)
+    headers = {"Content-Type": "application/json"}
+    if args.token:
+        headers["Authorization"] = "Bearer " + args.token
+    _conn.request(method, path, None if body is None else json.dumps(body), headers)
+    r = _conn.getresponse()
+    data = r.read()
+    if r.status != 200:
+        raise RuntimeError("%s %s: %d %s" % (method, path, r.status, data[:200]))
+    return json.loads(data)
+
+
+def run(args, script, **kw):
+    body = {"script": script, "timeout": 30, "output_limit": 16384, "idle_flush_seconds": 0.5}
+    body.update(kw)
+    return call(args, "POST", "/v1/jobs/run", body)
+
+
+def delete(args, job_id):
+    call(args, "DELETE", "/v1/jobs/%s?force=true&grace_seconds=1" % job_id)
+
+
+def pct(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+def floor_start(n):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        p = subprocess.Popen(["/bin/sh", "-c", "echo x"], stdout=subprocess.PIPE)
+        p.stdout.read(1)
+        times.append((time.perf_counter() - t) * 1000)
+        p.wait()
+    return times
+
+
+def bench_start(args):
+    times = []
+    for _ in range(args.n):
+        t = time.perf_counter()
+        r = run(args, "echo x", mode="stdio")
+        times.append((time.perf_counter() - t) * 1000)
+        assert r["output"] == "x\n", r
+        delete(args, r["job_id"])
+    return times
+
+
+def bench_exit(args, start_p50):
+    lags = []
+    for _ in range(max(5, args.n // 3)):
+        t = time.perf_counter()
+        r = run(args, "sleep 0.3", mode="stdio")
+        lags.append((time.perf_counter() - t) * 1000 - 300 - start_p50)
+        assert r["done"], r
+        delete(args, r["job_id"])
+    return lags
+
+
+def bench_paging(args):
+    r = run(args, "head -c 150000 /dev/urandom | base64 -w 100", mode="stdio")
+    job = r["job_id"]
+    while not r["done"]:
+        r = call(args, "POST", "/v1/jobs/%s/wait" % job, {"timeout": 10, "offset": 0})
+    t = time.perf_counter()
+    offset, total = 0, 0
+    while True:
+        w = call(args, "POST", "/v1/jobs/%s/wait" % job,
+                 {"timeout": 0, "offset": offset, "output_limit": 16384})
+        total += len(w["output"])
+        offset = w["offset"]
+        if not w["truncated"]:
+            break
+    secs = time.perf_counter() - t
+    delete(args, job)
+    t = time.perf_counter()
+    subprocess.run(["/bin/sh", "-c", "head -c 150000 /dev/urandom | base64 -w 100"],
+                   stdout=subprocess.PIPE, check=True)
+    floor = time.perf_counter() - t
+    return total, secs, floor
+
+
+def bench_bindings(args, count=50):
+    jobs, errors = [], 0
+    t = time.perf_counter()
+    for i in range(count):
+        try:
+            r = run(args, "echo up; sleep 60", session_id="bench%d" % i, timeout=5)
+            jobs.append(r["job_id"])
+        except Exception as e:  # noqa: BLE001 (counted and shown)
+            errors += 1
+            print("  binding %d: %s" % (i, e))
+    started = time.perf_counter() - t
+    running = sum(call(args, "GET", "/v1/jobs/" + j)["status"] == "running" for j in jobs)
+    t = time.perf_counter()
+    for j in jobs:
+        delete(args, j)
+    removed = time.perf_counter() - t
+    return len(jobs), running, errors, started, removed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", default="http://127.0.0.1:5004")
+    ap.add_argument("--token", default=os.environ.get("SHELLCTL_AUTH_TOKEN", ""))
+    ap.add_argument("-n", type=int, default=30)
+    args = ap.parse_args()
+
+    floor = floor_start(args.n)
+    start = bench_start(args)
+    print("start    p50 %.1f ms  p90 %.1f ms   (floor: sh -c 'echo x' p50 %.1f ms, p90 %.1f ms;"
+          " p50 above the floor %.1f ms)" % (pct(start, .5), pct(start, .9), pct(floor, .5),
+                                             pct(floor, .9), pct(start, .5) - pct(floor, .5)))
+    lags = bench_exit(args, statistics.median(start))
+    print("exit     wait answers %.1f ms (p50) after the job's exit, p90 %.1f ms" %
+          (pct(lags, .5), pct(lags, .9)))
+    total, secs, floor_s = bench_paging(args)
+    print("paging   %d bytes in %.1f ms through 16 KiB windows: %.1f MB/s   (floor: the job "
+          "run directly %.1f ms)" % (total, secs * 1000, total / secs / 1e6, floor_s * 1000))
+    n, running, errors, started, removed = bench_bindings(args)
+    print("bindings %d started in %.1f s, %d running, %d errors, removed in %.1f s" %
+          (n, started, running, errors, removed))
+
+
+if __name__ == "__main__":
+    main()
