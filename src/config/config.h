@@ -85,18 +85,20 @@ struct config {
         size_t n_python_preload;
 
         /* shell: Dify's shell-job API */
-        bool shell_enabled;         /* shell.enabled */
-        int shell_port;             /* shell.port */
-        char *shell_listen;         /* shell.listen */
-        char *shell_token;          /* shell.token, SHELLCTL_AUTH_TOKEN; "" = no auth */
-        char *shell_state_dir;      /* shell.state_dir */
-        char *shell_home;           /* shell.home: default HOME, root of every binding */
-        int shell_uid;              /* shell.uid: jobs' UID and GID */
-        int shell_max_jobs;         /* shell.max_jobs: live jobs */
-        int64_t shell_retention;    /* shell.retention, seconds */
-        int64_t shell_job_timeout;  /* shell.job_timeout, seconds */
-        int64_t shell_memory_bytes; /* shell.memory: per job */
-        int shell_processes;        /* shell.processes: per job */
+        bool shell_enabled;                 /* shell.enabled */
+        int shell_port;                     /* shell.port */
+        char *shell_listen;                 /* shell.listen */
+        char *shell_token;                  /* shell.token, SHELLCTL_AUTH_TOKEN; "" = no auth */
+        char *shell_state_dir;              /* shell.state_dir */
+        char *shell_home;                   /* shell.home: default HOME, root of every binding */
+        int shell_uid;                      /* shell.uid: jobs' UID and GID */
+        int shell_max_jobs;                 /* shell.max_jobs: live jobs */
+        int64_t shell_retention;            /* shell.retention, seconds */
+        int64_t shell_job_timeout;          /* shell.job_timeout, seconds */
+        int64_t shell_memory_bytes;         /* shell.memory: per job */
+        int shell_processes;                /* shell.processes: per job */
+        int64_t shell_binding_memory_bytes; /* shell.binding_memory: a binding's jobs */
+        int shell_binding_processes;        /* shell.binding_processes */
         char *shell_path_isolation; /* SHELLCTL_ENABLE_PATH_ISOLATION: "true" = Landlock on */
         char **shell_landlock_rw;   /* SHELLCTL_LANDLOCK_RW_PATHS */
         size_t n_shell_landlock_rw;

@@ -446,6 +446,11 @@ const struct schema_row schema_rows[] = {
              "Memory of one job, every process it made included."),
         INT("shell.processes", shell_processes, "256", 8, 65536, NULL,
             "Tasks (processes and threads) of one job."),
+        SIZE("shell.binding_memory", shell_binding_memory_bytes, "2G", 16 * M, 1024 * G,
+             "Memory of all the jobs of one binding together (what their finished jobs left "
+             "running included)."),
+        INT("shell.binding_processes", shell_binding_processes, "512", 8, 1000000, NULL,
+            "Tasks of all the jobs of one binding together."),
         STR("shell.path_isolation", shell_path_isolation, "true", NULL,
             "SHELLCTL_ENABLE_PATH_ISOLATION",
             "Landlock path rules on top of the job's mount view: exactly \"true\" is on, any "

@@ -112,8 +112,10 @@ struct binding {
         char *key;
         pid_t pid;
         int pidfd;
-        int ns[4];     /* pid, net, ipc, uts */
-        uint32_t addr; /* its address on the run network, or 0 */
+        int ns[4];             /* pid, net, ipc, uts */
+        uint32_t addr;         /* its address on the run network, or 0 */
+        unsigned serial;       /* names its cgroup, shell-b<serial> */
+        struct cgroup_run *cg; /* the binding's group, its jobs' groups inside; or NULL */
         unsigned jobs;
         struct watch w;
 };
@@ -171,6 +173,7 @@ struct shell {
         char **ro_paths; /* the view's read-only binds */
         size_t n_ro_paths;
         int64_t next_gc_ms;
+        unsigned next_binding;
 };
 
 /* ---- small pieces ------------------------------------------------------ */
@@ -338,6 +341,10 @@ static void binding_free(struct binding *b)
                 safe_close(b->ns[i]);
         if (b->addr)
                 net_run_release(sh->net, b->addr);
+        if (b->cg) {
+                cgroup_run_remove(b->cg);
+                cgroup_run_free(b->cg);
+        }
         log_info(NULL, "shell.binding_ended", "binding=%s", log_q(b->key));
         free(b->key);
         free(b);
@@ -372,7 +379,15 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
                 b->ns[i] = -1;
         int r = 0;
         char err[256] = "";
-        if (sh->net_mode == SHELL_NET_NAMESPACE)
+        b->serial = ++sh->next_binding;
+        if (cgroup_root_mode(sh->cg) != CGROUP_NONE) {
+                struct cgroup_limits lim = {.memory_bytes = sh->cfg->shell_binding_memory_bytes,
+                                            .pids = sh->cfg->shell_binding_processes};
+                char name[32];
+                snprintf(name, sizeof(name), "shell-b%u", b->serial);
+                r = cgroup_run_create(sh->cg, name, &lim, &b->cg);
+        }
+        if (r == 0 && sh->net_mode == SHELL_NET_NAMESPACE)
                 r = net_run_create(sh->net, &b->ns[1], &b->addr, err, sizeof(err));
         if (r == 0)
                 r = binding_holder_start(sh->cfg->hostname, (uid_t)sh->cfg->shell_uid, b->ns[1],
@@ -930,7 +945,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
         struct cgroup_limits lim = {.memory_bytes = cfg->shell_memory_bytes,
                                     .pids = cfg->shell_processes};
         char cgname[64];
-        snprintf(cgname, sizeof(cgname), "shell-%s", j->id);
+        snprintf(cgname, sizeof(cgname), "shell-b%u/%s", j->b->serial, j->id);
         int r = cgroup_root_mode(sh->cg) == CGROUP_NONE
                     ? 0
                     : cgroup_run_create(sh->cg, cgname, &lim, &j->cg);
