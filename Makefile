@@ -110,10 +110,11 @@ integration: all
 	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
 
+# Shell jobs use no warm pool: their files run in the warm pass only.
 integration-cold: all
 	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	  $(PYTHON) -m pytest -q -p no:cacheprovider --ignore-glob='*/test_shell_*' tests/integration
 
 # tests/attacks: hostile programs against the real daemon, and what must
 # hold after each (docs/TESTING.md).
@@ -124,7 +125,7 @@ attacks: all
 attacks-cold: all
 	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
+	  $(PYTHON) -m pytest -q -p no:cacheprovider --ignore-glob='*/test_attack_shell*' tests/attacks
 
 # No circle between source files: for each object, the objects defining
 # the symbols it uses (scripts/check-layers, with nm).
