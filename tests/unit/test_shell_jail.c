@@ -80,9 +80,10 @@ static _Noreturn void job_exec(struct job *j, int out_w, int sock, const struct 
                 close(s);
                 close(j->tty);
         } else {
-                int n = open("/dev/null", O_RDONLY);
+                int n = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (n < 0 || dup2(n, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
                         _exit(121);
+                close(n);
         }
         struct rlimit np = {JOB_NPROC, JOB_NPROC}, as = {JOB_AS, JOB_AS},
                       cpu = {JOB_SECONDS, JOB_SECONDS};
