@@ -80,9 +80,10 @@ static _Noreturn void job_exec(struct job *j, int out_w, int sock, const struct 
                 close(s);
                 close(j->tty);
         } else {
-                int n = open("/dev/null", O_RDONLY);
+                int n = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (n < 0 || dup2(n, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0)
                         _exit(121);
+                close(n);
         }
         struct rlimit np = {JOB_NPROC, JOB_NPROC}, as = {JOB_AS, JOB_AS},
                       cpu = {JOB_SECONDS, JOB_SECONDS};
@@ -320,29 +321,33 @@ TEST(shell_jail_interactive_bash_on_a_pty_has_job_control)
         EXPECT_INT_EQ(ioctl(m, TIOCSWINSZ, &ws), 0);
         char dir[64];
         job_dir_make(dir, sizeof(dir));
-        /* stty size: TIOCGWINSZ; fg: TIOCSPGRP back and forth; less reads
-         * /dev/tty with TCGETS/TCSETS */
+        /* stty size: TIOCGWINSZ. fg: TIOCSPGRP gives the job the terminal,
+         * and only then may its stty change the modes (TCSETS); from the
+         * background it would be stopped by SIGTTOU. less reads /dev/tty
+         * with TCGETS/TCSETS. */
         const char *argv[] = {"/bin/bash",
                               "--norc",
                               "--noprofile",
                               "-i",
                               "-c",
-                              "stty size; sleep 0.2 & fg %1 >/dev/null; echo fg=$?; "
+                              "stty size; (sleep 0.2; stty -echo; stty echo; echo fg-job-ok) & "
+                              "fg %1 >/dev/null; echo fg=$?; "
                               "printf 'less-ok\\n' | less -FX; exit 0",
                               NULL};
         job = (struct job){.dir = dir, .argv = argv, .tty = m};
         job_run(&job);
         close(m);
         job_dir_remove(dir);
-        if (job.status != 0)
+        if (job.status != 0 || job.denied[0])
                 fprintf(stderr, "  output:\n%s\n", job.out);
         EXPECT_STR_EQ(job.denied, "");
         EXPECT_INT_EQ(job.status, 0);
         EXPECT_STR_CONTAINS(job.out, "33 101\r\n");
-        EXPECT_STR_CONTAINS(job.out, "fg=0\r\n");
+        EXPECT_STR_CONTAINS(job.out, "fg-job-ok\r\nfg=0\r\n");
         EXPECT_STR_CONTAINS(job.out, "less-ok");
         EXPECT_STR_NOT_CONTAINS(job.out, "no job control");
         EXPECT_STR_NOT_CONTAINS(job.out, "cannot set terminal process group");
+        EXPECT_STR_NOT_CONTAINS(job.out, "Operation not permitted");
 }
 
 TEST(shell_jail_git_init_and_commit)
