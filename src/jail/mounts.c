@@ -455,6 +455,11 @@ static int make_pts(void)
                 return -errno;
         if (symlink("pts/ptmx", NEWROOT "/dev/ptmx") < 0)
                 return -errno;
+        /* POSIX shared memory and semaphores (Python's multiprocessing) */
+        if (mkdir(NEWROOT "/dev/shm", 01777) < 0 ||
+            mount("shm", NEWROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=1777,size=64m") < 0)
+                return -errno;
         return 0;
 }
 

@@ -961,7 +961,10 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
         size_t n_ll_rw = 0;
         for (size_t i = 0; i < n_rw; i++)
                 ll_rw[n_ll_rw++] = rw[i].path;
+        /* the job's own: /tmp, POSIX shared memory, its devpts instance */
         ll_rw[n_ll_rw++] = "/tmp";
+        ll_rw[n_ll_rw++] = "/dev/shm";
+        ll_rw[n_ll_rw++] = "/dev/pts";
         for (size_t i = 0; i < cfg->n_shell_landlock_rw && n_ll_rw < ELEMENTSOF(ll_rw); i++)
                 ll_rw[n_ll_rw++] = cfg->shell_landlock_rw[i];
         const char *ll_ro[64 + 1];
@@ -969,6 +972,12 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
         for (size_t i = 0; i < cfg->n_shell_landlock_ro && n_ll_ro < ELEMENTSOF(ll_ro) - 1; i++)
                 ll_ro[n_ll_ro++] = cfg->shell_landlock_ro[i];
         ll_ro[n_ll_ro++] = script_path;
+        const char *ll_dev[64 + 1];
+        size_t n_ll_dev = 0;
+        for (size_t i = 0; i < cfg->n_shell_landlock_rw_dev && n_ll_dev < ELEMENTSOF(ll_dev) - 1;
+             i++)
+                ll_dev[n_ll_dev++] = cfg->shell_landlock_rw_dev[i];
+        ll_dev[n_ll_dev++] = "/dev/ptmx"; /* new terminals come from the job's own instance */
         struct jail_view_rw all_rw[8 + 64];
         size_t n_all = 0;
         for (size_t i = 0; i < n_rw; i++)
@@ -1012,8 +1021,8 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
             .n_ll_rw = n_ll_rw,
             .ll_ro = ll_ro,
             .n_ll_ro = n_ll_ro,
-            .ll_dev = (const char *const *)cfg->shell_landlock_rw_dev,
-            .n_ll_dev = cfg->n_shell_landlock_rw_dev,
+            .ll_dev = ll_dev,
+            .n_ll_dev = n_ll_dev,
             .max_output = (int64_t)1 << 30,
             .nofile = NOFILE,
         };
