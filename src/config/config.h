@@ -92,6 +92,8 @@ struct config {
         char *shell_state_dir;              /* shell.state_dir */
         char *shell_home;                   /* shell.home: default HOME, root of every binding */
         int shell_uid;                      /* shell.uid: jobs' UID and GID */
+        int64_t shell_disk_bytes;           /* shell.disk_size: 0 = no file system of its own */
+        int64_t shell_max_output;           /* shell.max_output: bytes of one job's output.log */
         int shell_max_jobs;                 /* shell.max_jobs: live jobs */
         int64_t shell_retention;            /* shell.retention, seconds */
         int64_t shell_job_timeout;          /* shell.job_timeout, seconds */

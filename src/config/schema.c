@@ -432,6 +432,15 @@ const struct schema_row schema_rows[] = {
         INT("shell.uid", shell_uid, "11000", 1000, 2000000000, NULL,
             "UID (and GID) shell jobs run as; it owns the files under shell.home. It must "
             "lie outside jail.uid_min..jail.uid_max."),
+        SIZE("shell.disk_size", shell_disk_bytes, "8G", 0, 16384 * G,
+             "Size of the file system of shell.home: an ext4 image (sparse) under "
+             "shell.state_dir, mounted at shell.home, so jobs can never fill the host's disk; "
+             "at the bound a write fails with \"No space left on device\". Needs a loop "
+             "device and mkfs.ext4; shell.home must be empty at the first start. 0: shell.home "
+             "stays on the host's file system, with no bound."),
+        SIZE("shell.max_output", shell_max_output, "64M", 64 * K, 16 * G,
+             "Output one job may write to its output.log (the rest is dropped, with a line "
+             "saying so on a terminal)."),
         INT("shell.max_jobs", shell_max_jobs, "64", 1, 4096, NULL,
             "Jobs alive at once (running, or finished with processes left); one more run "
             "is refused with 429 too_many_jobs."),

@@ -38,6 +38,7 @@
 #include "ipc/channel.h"
 #include "jail/cgroup.h"
 #include "net/net.h"
+#include "shell/disk.h"
 #include "shell/internal.h"
 #include "shell/window.h"
 
@@ -1023,7 +1024,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
             .n_ll_ro = n_ll_ro,
             .ll_dev = ll_dev,
             .n_ll_dev = n_ll_dev,
-            .max_output = (int64_t)1 << 30,
+            .max_output = cfg->shell_max_output,
             .nofile = NOFILE,
         };
         memcpy(spec.job_id, j->id, sizeof(spec.job_id));
@@ -1531,6 +1532,32 @@ static void gc(struct shell *sh)
         }
 }
 
+/* Finished jobs kept for shell.retention are bounded too (4 x
+ * shell.max_jobs), so their output cannot pile up on the state
+ * directory's disk: beyond, the oldest goes early. */
+static void evict_finished(struct shell *sh)
+{
+        unsigned kept = 0, cap = 4u * (unsigned)sh->cfg->shell_max_jobs;
+        for (struct job *j = sh->jobs; j; j = j->next)
+                kept += terminal(j) && j->kill_at_ms < 0;
+        while (kept > cap) {
+                struct job *oldest = NULL;
+                for (struct job *j = sh->jobs; j; j = j->next) {
+                        bool busy = false;
+                        for (struct call *c = sh->calls; c; c = c->next)
+                                busy |= c->state != CALL_DONE && strcmp(c->req.job_id, j->id) == 0;
+                        if (terminal(j) && j->kill_at_ms < 0 && !busy &&
+                            (!oldest || j->ended_ms < oldest->ended_ms))
+                                oldest = j;
+                }
+                if (!oldest)
+                        return;
+                log_info(NULL, "shell.job_evicted", "job=%s kept=%u", oldest->id, kept);
+                job_free(oldest);
+                kept--;
+        }
+}
+
 void shell_tick(struct shell *sh)
 {
         if (!sh)
@@ -1546,6 +1573,7 @@ void shell_tick(struct shell *sh)
         }
         if (now >= sh->next_gc_ms) {
                 gc(sh);
+                evict_finished(sh);
                 sh->next_gc_ms = now + GC_EVERY_MS;
         }
         for (struct call *c = sh->calls, *next; c; c = next) {
@@ -1646,8 +1674,12 @@ int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t 
                 what = cfg->shell_state_dir;
         else if ((r = mkdir_owned(cfg->shell_home, 0755, (uid_t)cfg->shell_uid)) < 0)
                 what = cfg->shell_home;
-        else if ((sh->home_fd = open(cfg->shell_home, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-                 (sh->jobs_fd = open(sh->jobs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        else if ((r = shell_disk_mount(cfg, err, errlen)) < 0) {
+                free(sh->jobs_dir);
+                free(sh);
+                return r;
+        } else if ((sh->home_fd = open(cfg->shell_home, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+                   (sh->jobs_fd = open(sh->jobs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
                 r = -errno;
                 what = "open";
         }
@@ -1693,6 +1725,7 @@ struct shell *shell_free(struct shell *sh)
                 call_free(sh->calls);
         policy_prog_free(&sh->filter);
         safe_close(sh->home_fd);
+        shell_disk_unmount(sh->cfg);
         safe_close(sh->jobs_fd);
         free(sh->ro_paths);
         free(sh->jobs_dir);
