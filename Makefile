@@ -143,8 +143,9 @@ test: format-check layers unit integration integration-cold attacks attacks-cold
 # straight in with the fuzzer's coverage instrumentation.
 FUZZ_CC      ?= clang
 FUZZ_BUILD   := build/fuzz
-FUZZ_TIME    ?= 20
-FUZZ_TARGETS := fuzz_request fuzz_headers fuzz_config fuzz_deps fuzz_dns fuzz_sanitize
+FUZZ_TIME    ?= 10
+FUZZ_TARGETS := fuzz_request fuzz_headers fuzz_config fuzz_deps fuzz_dns fuzz_sanitize \
+                fuzz_shell_request
 FUZZ_PKGS    := jansson yaml-0.1 libseccomp
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE $(WARN) -Wno-unknown-warning-option -g -O1 \
                 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
@@ -162,6 +163,8 @@ FUZZ_SRCS_fuzz_deps         := src/deps/deps_text.c
 FUZZ_SRCS_fuzz_dns          := src/net/dnsmsg.c
 FUZZ_SRCS_fuzz_sanitize     := src/shell/sanitize.c src/shell/window.c src/base/strbuf.c \
                                src/base/utf8.c
+FUZZ_SRCS_fuzz_shell_request := src/http/shell_decode.c src/http/shell_encode.c \
+                               src/ipc/shell_proto.c src/base/strbuf.c src/base/utf8.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
 # Runs every seed and committed crash input of target $$t once (libFuzzer
 # runs the files named on its command line); the log is shown on failure.

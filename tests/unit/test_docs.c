@@ -455,6 +455,11 @@ TEST(docs_state_the_http_limits_the_server_sets)
                  HTTP_BODY_SMALL_BYTES / 1024);
         doc_says(sec, "docs/SECURITY.md", "%d KiB for a dependency update",
                  HTTP_BODY_SMALL_BYTES / 1024);
+        /* the shell-job API's caps and its stop */
+        doc_says(api, "docs/API.md", "bodies may be %d bytes at most", HTTP_BODY_SMALL_BYTES);
+        doc_says(api, "docs/API.md", "the body's cap, %d bytes", HTTP_BODY_TEXT_BYTES);
+        doc_says(api, "docs/API.md", "still waiting for the jailer %d s after the signal",
+                 HTTP_SHELL_STOP_GRACE_MS / 1000);
 }
 
 /* ---- syscalls ARCHITECTURE.md names (jail/policy.c, config/syscalls.c) -- */
