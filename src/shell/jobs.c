@@ -419,12 +419,14 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
 
 /* ---- jobs: ending and removing ----------------------------------------- */
 
+/* Every process of the job (its group) killed; the keeper then drains
+ * what they printed and exits by itself. */
 static void job_kill(struct job *j)
 {
         if (j->cg)
                 cgroup_run_remove(j->cg);
-        if (j->keeper_pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+        else if (j->pid > 0) /* no cgroups on this host: its session, at least */
+                kill(-j->pid, SIGKILL);
 }
 
 /* rm -rf of one job directory: only files lockbox wrote, no subdirectory */
@@ -459,6 +461,7 @@ static void job_free(struct job *j)
         if (j->sock >= 0)
                 loop_unwatch(sh->loop, j->sock);
         if (j->keeper_pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
                 loop_unwatch(sh->loop, j->keeper_pidfd);
                 waitpid(j->keeper_pid, NULL, 0);
         }
