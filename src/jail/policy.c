@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <sys/prctl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/fs.h>
 #include <linux/netlink.h>
@@ -1359,6 +1361,14 @@ int policy_build_zygote(struct policy_prog *ret)
                 r = export_prog(ctx, ret);
         seccomp_release(ctx);
         return r;
+}
+
+int policy_load(const struct policy_prog *p)
+{
+        struct sock_fprog prog = {.len = p->len, .filter = p->insns};
+        int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                              SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+        return fd < 0 ? -errno : fd;
 }
 
 void policy_prog_free(struct policy_prog *p)

@@ -63,6 +63,10 @@ enum policy_action policy_shell_lookup(const char *name);
 /* The Python zygote's (inherited by its children): no exec. */
 int policy_build_zygote(struct policy_prog *ret);
 void policy_prog_free(struct policy_prog *p);
+/* Load p on the calling thread with SECCOMP_FILTER_FLAG_NEW_LISTENER: the
+ * listener's fd (for the supervisor), or -errno. The last lock of a jailed
+ * child (a run's, a shell job's). */
+int policy_load(const struct policy_prog *p);
 /* The static table entry for a syscall name (POLICY_DEFAULT if unlisted). */
 enum policy_action policy_lookup(const char *name);
 /* 0 when no name sits in two of the runs' tables, nor in two of the

@@ -163,11 +163,9 @@ static int step_landlock(struct child *c)
 
 static int step_seccomp(struct child *c)
 {
-        struct sock_fprog prog = {.len = c->s->filter->len, .filter = c->s->filter->insns};
-        int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                              SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+        int fd = policy_load(c->s->filter);
         if (fd < 0)
-                return -errno;
+                return fd;
         c->listener = fd;
         return 0;
 }
