@@ -6,6 +6,7 @@ stops them with SIGTERM and checks that nothing is left behind: processes,
 cgroups, mounts, files. `daemon` is the shared default daemon, checked to
 be alive and idle (no process of its UID range) after every test.
 """
+import glob
 import itertools
 import os
 import shutil
@@ -560,6 +561,242 @@ def module_daemon_factory(_session_tmp):
             d.stop()
         finally:
             d.kill_hard()
+
+
+# ------------------------------------------------------------ shell jobs
+# Dify's shell-job API (tests/shellclient.py is its client). A shell daemon
+# is a Daemon with shell.enabled on a port of its own, the token from
+# SHELLCTL_AUTH_TOKEN (as Dify's compose file passes it), and a directory
+# of its own, /var/tmp/shelltest-*: home/ (shell.home, owned by the jobs'
+# UID; the daemon mounts its shell.disk_size file system there), state/
+# (shell.state_dir, made by the daemon) and outside/ (a world-readable
+# canary beside shell.home that no job may reach). Not under /tmp: a job's
+# /tmp is its own, and a shell.home below it would show there. Not named
+# "lockbox": the home mount is the daemon's while it runs (the suites'
+# mount checks look for that name); it is checked gone at stop. Its jobs'
+# UID is the last of its UID block, outside its run range.
+from shellclient import ShellClient, ShellError  # noqa: E402,F401  (tests/ is on sys.path)
+
+SHELL_TOKEN = "shell-token-4be1c0ffee-" + str(os.getpid())
+SHELL_DEFAULTS = {"max_jobs": 8, "processes": 128, "memory": "256M"}
+SHELL_WARM = {"python_pool": 1, "nodejs_pool": 0}
+
+
+class ShellDaemon(Daemon):
+    def __init__(self, config, workdir, shell_root, shell=None, env=None):
+        env = dict(env or {}, SHELLCTL_AUTH_TOKEN=SHELL_TOKEN)
+        super().__init__(merge({"warm": SHELL_WARM}, config), workdir, env, pool=90)
+        self.shell_uid = self.uid_min + 99
+        self.root = shell_root
+        self.home = os.path.join(shell_root, "home")
+        self.state_dir = os.path.join(shell_root, "state")
+        self.outside = os.path.join(shell_root, "outside")
+        self.canary = "CANARY-" + os.urandom(8).hex()
+        self.shell_settings = merge(SHELL_DEFAULTS, shell or {})
+        self.shell_port = None
+        self.token = SHELL_TOKEN
+        self.client = None
+
+    # The mount checks (here and in the attack suite) compare the host's
+    # lockbox mounts with those before the start. Other suites' shell
+    # daemons mount their shell.home (ext4 on a loop device) at any time:
+    # such a mount outside this daemon's directory counts as there before.
+    @property
+    def mounts_before(self):
+        foreign = {m for m in lockbox_mounts()
+                   if " - ext4 /dev/loop" in m and not m.split()[4].startswith(self.root + "/")}
+        return self._mounts_before | foreign
+
+    @mounts_before.setter
+    def mounts_before(self, value):
+        self._mounts_before = value
+
+    def write_config(self):
+        self.shell_port = free_port()
+        self.base_config["shell"] = merge(
+            {"enabled": True, "listen": "127.0.0.1", "port": self.shell_port,
+             "state_dir": self.state_dir, "home": self.home, "uid": self.shell_uid},
+            self.shell_settings)
+        super().write_config()
+
+    def wait_healthy(self, timeout=10.0):
+        if not super().wait_healthy(timeout):
+            return False
+        probe = ShellClient(f"http://127.0.0.1:{self.shell_port}", timeout=scaled(2))
+        deadline = time.monotonic() + scaled(timeout)
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                probe.health()
+                return True
+            except (OSError, AssertionError):
+                time.sleep(0.05)
+        return False
+
+    def start(self):
+        stray = processes_in_uid_range(self.shell_uid, self.shell_uid)
+        assert not stray, f"shell UID {self.shell_uid} already in use: {stray}"
+        os.makedirs(self.home, 0o755)
+        os.chown(self.home, self.shell_uid, self.shell_uid)
+        os.makedirs(self.outside, 0o755)
+        with open(os.path.join(self.outside, "canary"), "w") as f:
+            f.write(self.canary + "\n")
+        os.chmod(os.path.join(self.outside, "canary"), 0o644)
+        super().start()
+        self.client = self.shell_client()
+        return self
+
+    def shell_client(self, token=SHELL_TOKEN):
+        return ShellClient(f"http://127.0.0.1:{self.shell_port}", token)
+
+    def home_path(self, *parts):
+        return os.path.join(self.home, *parts)
+
+    # ------------------------------------------------------------ what is left
+    def shell_processes(self):
+        return processes_in_uid_range(self.shell_uid, self.shell_uid)
+
+    def shell_cgroups(self):
+        """Cgroups of bindings and jobs (shell-*, and the groups in them)
+        in the daemon's groups, or named after a job this suite ran beside
+        them."""
+        found = []
+        ids = set(self.client.seen) if self.client else set()
+        for d in self.cgroup_dirs.values():
+            for dirpath, dirnames, _ in os.walk(d, onerror=lambda e: None):
+                inside = "/shell-" in dirpath[len(d):]
+                found += [os.path.join(dirpath, n) for n in dirnames
+                          if inside or n.startswith("shell-")]
+            parent = os.path.dirname(d)
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                names = []
+            found += [os.path.join(parent, n) for n in names
+                      if n.startswith("shell-") and any(i in n for i in ids)]
+        return found
+
+    def job_dirs(self):
+        try:
+            return os.listdir(os.path.join(self.state_dir, "jobs"))
+        except FileNotFoundError:
+            return []
+
+    def files_left(self):
+        """Files of the jobs' UID in /tmp, /var/tmp, /dev/shm and /run but
+        in this daemon's own directory (shell.home is there)."""
+        return [p for p in files_owned_in_range(self.shell_uid, self.shell_uid)
+                if not p.startswith(self.root + "/") and p != self.root]
+
+    def check_shell_idle(self):
+        procs = self.shell_processes()
+        assert not procs, f"processes of the jobs' UID {self.shell_uid} left: {procs}"
+        cgroups = self.shell_cgroups()
+        assert not cgroups, f"job cgroups left: {cgroups}"
+        dirs = self.job_dirs()
+        assert not dirs, f"job directories left in {self.state_dir}/jobs: {dirs}"
+
+    def shell_reset(self):
+        """Delete every job (force, no grace), then nothing of them may be
+        left: no process of the jobs' UID, no job cgroup, no job directory."""
+        c = self.client
+        for j in c.list(limit=200):
+            try:
+                c.delete(j["job_id"], force=True, grace_seconds=0)
+            except ShellError as e:
+                assert e.code == "job_not_found", e  # removed by retention meanwhile
+        assert c.list(limit=200) == []
+        eventually(self.check_shell_idle, scaled(5))
+
+    def assert_serving(self):
+        """Both APIs answer: /health and a run, /healthz and a job."""
+        super().assert_serving()
+        c = self.shell_client()
+        c.health()
+        r, out = c.run_to_end("echo serving", mode="stdio")
+        assert (r["status"], r["exit_code"], out) == ("exited", 0, "serving\n"), r
+        c.delete(r["job_id"])
+
+    def assert_nothing_left(self, kids):
+        super().assert_nothing_left(kids)
+        procs = self.shell_processes()
+        assert not procs, f"processes of the jobs' UID {self.shell_uid} outlived the daemon: {procs}"
+        cgroups = self.shell_cgroups()
+        assert not cgroups, f"job cgroups outlived the daemon: {cgroups}"
+        dirs = self.job_dirs()
+        assert not dirs, f"job directories outlived the daemon: {dirs}"
+        files = self.files_left()
+        assert not files, f"files of the jobs' UID outside shell.home: {files}"
+        assert not os.path.ismount(self.home), f"{self.home} still mounted"
+        loops = [b for b in glob.glob("/sys/block/loop*/loop/backing_file")
+                 if open(b).read().startswith(self.root + "/")]
+        assert not loops, f"loop devices still attached to {self.root}: {loops}"
+
+
+def start_shell_daemon(parent, shell=None, env=None, **config):
+    workdir = tempfile.mkdtemp(prefix="d", dir=parent)
+    os.chmod(workdir, 0o755)
+    root = tempfile.mkdtemp(prefix="shelltest-", dir="/var/tmp")
+    os.chmod(root, 0o755)
+    d = ShellDaemon(config, workdir, root, shell, env)
+    try:
+        return d.start()
+    except BaseException:
+        d.kill_hard()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def stop_shell_daemon(d):
+    try:
+        d.stop()  # SIGTERM, exit 0, nothing left
+    finally:
+        d.kill_hard()
+        shutil.rmtree(d.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def _shell_daemon(_session_tmp):
+    d = start_shell_daemon(_session_tmp)
+    yield d
+    stop_shell_daemon(d)
+
+
+@pytest.fixture
+def shelld(_shell_daemon):
+    """The session's shell daemon (ShellDaemon; .client is a ShellClient).
+    After the test every job is deleted and nothing of them may be left,
+    and both APIs still serve."""
+    yield _shell_daemon
+    d = _shell_daemon
+    assert d.proc.poll() is None, f"lockboxd died during the test:\n{d.log[-4000:]}"
+    d.shell_reset()
+    d.assert_serving()
+    d.shell_reset()
+
+
+@pytest.fixture
+def shell_daemon_factory(_session_tmp):
+    """start(shell={...}, **config) -> ShellDaemon with those shell.*
+    settings; each is reset, checked and stopped after the test."""
+    started = []
+
+    def start(shell=None, **config):
+        d = start_shell_daemon(_session_tmp, shell, **config)
+        started.append(d)
+        return d
+
+    yield start
+    errors = []
+    for d in started:
+        try:
+            if not d.stopped:
+                d.shell_reset()
+            stop_shell_daemon(d)
+        except BaseException as e:
+            d.kill_hard()
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 class TcpServer:
