@@ -140,10 +140,8 @@ def test_windows_page_the_output_whole(sh):
     sh.delete(job)
 
 
-# strict: passes once the keeper types the blob's TEXT record rather than
-# the whole memfd (its 8-byte record header reaches the terminal today:
-# src/shell/keeper.c, queue_input); then this marker must go.
-@pytest.mark.xfail(strict=True, reason="the keeper types the input blob's record header")
+# The input's text arrives as the blob's TEXT record; the keeper types the
+# record's text alone (it once typed the record's header too).
 def test_input_is_typed_into_a_pty_job(sh):
     r, _ = sh.run("printf 'name? '; read x; echo got:$x", timeout=1)
     job = r["job_id"]
