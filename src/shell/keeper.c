@@ -147,10 +147,14 @@ static void queue_input(struct keeper *k, int memfd)
         char *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, memfd, 0);
         if (p == MAP_FAILED)
                 return;
-        for (off_t i = 0; i < st.st_size; i++) {
-                char ch = p[i] == '\n' ? '\r' : p[i];
-                strbuf_append(&k->input, &ch, 1);
-        }
+        /* the call's blob (ipc/shell_proto.h): its one text record */
+        size_t pos = 0;
+        struct shell_blob_item it;
+        while (shell_blob_next(p, (size_t)st.st_size, &pos, &it) == 1)
+                for (uint32_t i = 0; it.tag == SHELL_BLOB_TEXT && i < it.len; i++) {
+                        char ch = it.data[i] == '\n' ? '\r' : it.data[i];
+                        strbuf_append(&k->input, &ch, 1);
+                }
         munmap(p, (size_t)st.st_size);
 }
 

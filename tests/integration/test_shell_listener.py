@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import tempfile
 
 import pytest
 import requests
@@ -36,14 +37,24 @@ def error(code, message):
     return json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")) + "\n"
 
 
+def shell_config(parent, **extra):
+    """shell.* of a test daemon: on loopback, its state and jobs' home in
+    a directory of its own (no file system image), never the host's."""
+    top = tempfile.mkdtemp(prefix="shell-", dir=parent)
+    os.chmod(top, 0o755)
+    cfg = {"enabled": True, "listen": "127.0.0.1", "port": free_port(),
+           "state_dir": os.path.join(top, "state"), "home": os.path.join(top, "home"),
+           "disk_size": 0}
+    cfg.update(extra)
+    return cfg
+
+
 @pytest.fixture(scope="module")
 def sd(module_daemon_factory, _session_tmp):
     """A daemon with the shell API on a port of its own, and a header
     deadline short enough to watch."""
-    d = module_daemon_factory(
-        server={"header_timeout": 2},
-        shell={"enabled": True, "listen": "127.0.0.1", "port": free_port(), "token": TOKEN,
-               "state_dir": os.path.join(_session_tmp, "shell-state")})
+    d = module_daemon_factory(server={"header_timeout": 2},
+                              shell=shell_config(_session_tmp, token=TOKEN))
     d.shell_port = d.base_config["shell"]["port"]
     return d
 
@@ -171,19 +182,18 @@ def test_code_api_beside_the_shell_api(sd):
     assert sd.proc.poll() is None
 
 
-def test_nothing_listens_when_disabled(lockboxd_factory):
+def test_nothing_listens_when_disabled(lockboxd_factory, _session_tmp):
     port = free_port()
-    d = lockboxd_factory(shell={"enabled": False, "listen": "127.0.0.1", "port": port})
+    d = lockboxd_factory(shell=shell_config(_session_tmp, enabled=False, port=port))
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     assert "event=http.listening" in d.log and "shell=off" in d.log, d.log
 
 
-def test_token_from_the_environment(lockboxd_factory):
-    port = free_port()
+def test_token_from_the_environment(lockboxd_factory, _session_tmp):
     d = lockboxd_factory(_env={"SHELLCTL_AUTH_TOKEN": "from-env-91"},
-                         shell={"enabled": True, "listen": "127.0.0.1", "port": port})
-    d.shell_port = port
+                         shell=shell_config(_session_tmp))
+    d.shell_port = d.base_config["shell"]["port"]
     expect(call(d, "GET", "/v1/jobs/run", headers=bearer("from-env-91")), 404,
            error("job_not_found", "Unknown job id"))
     expect(call(d, "GET", "/v1/jobs/run", headers=bearer()), 401,
@@ -197,7 +207,8 @@ def test_refuses_shell_port_in_use(tmp_path):
     port = s.getsockname()[1]
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"app:\n  port: {free_port()}\nserver:\n  listen: 127.0.0.1\n"
-                   f"shell:\n  enabled: true\n  listen: 127.0.0.1\n  port: {port}\n")
+                   f"shell:\n  enabled: true\n  listen: 127.0.0.1\n  port: {port}\n"
+                   f"  state_dir: {tmp_path}/state\n  home: {tmp_path}/home\n  disk_size: 0\n")
     p = subprocess.run([LOCKBOXD, "--config", str(cfg)], capture_output=True, timeout=30,
                        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     s.close()
