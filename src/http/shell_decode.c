@@ -77,8 +77,13 @@ static int body_parse(const char *body, size_t len, json_t **ret)
                         return -ENOMEM;
                 body = clean;
         }
+        json_error_t err;
         json_t *j =
-            json_loadb(body, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DISABLE_EOF_CHECK, NULL);
+            json_loadb(body, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DISABLE_EOF_CHECK, &err);
+        /* jansson holds no NUL in a key; Go decodes one and the run's env
+         * check refuses it (-EILSEQ: the caller says so) */
+        if (!j && strstr(err.text, "NUL byte in object key"))
+                return -EILSEQ;
         if (j && json_is_null(j)) {
                 json_decref(j);
                 j = json_object();
@@ -388,6 +393,8 @@ int shell_decode_run(const char *body, size_t len, struct shell_req *req, char *
 {
         json_auto_t *o = NULL;
         int r = body_parse(body, len, &o);
+        if (r == -EILSEQ)
+                return fail(e, 422, "validation_error", "env entries must not contain NUL");
         if (r < 0)
                 return r == -ENOMEM ? out_of_memory(e) : invalid_body(e);
         struct run_body b;

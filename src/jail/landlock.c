@@ -150,7 +150,7 @@ static int add_paths(int ruleset, const char *const *paths, size_t n, uint64_t a
 }
 
 int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
-                            const char *const *rw_dev, size_t n_dev)
+                            const char *const *rw_dev, size_t n_dev, bool scoped)
 {
         int abi = landlock_abi();
         if (abi < 0)
@@ -160,9 +160,9 @@ int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *cons
          * seccomp filter's business (not handled here). */
         struct ll_ruleset_attr attr = {
             .handled_access_fs = fs_rights(abi),
-            .scoped = abi >= 6 ? LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL : 0,
+            .scoped = abi >= 6 && scoped ? LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL : 0,
         };
-        size_t size = abi >= 6 ? sizeof(attr) : sizeof(uint64_t);
+        size_t size = abi >= 6 && scoped ? sizeof(attr) : sizeof(uint64_t);
         _cleanup_close_ int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
         if (ruleset < 0)
                 return -errno;

@@ -15,6 +15,7 @@
  * scopes ABI 6. Needs no_new_privs (or CAP_SYS_ADMIN). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,9 +42,11 @@ int landlock_scope_self(void);
  * kernel's ABI: REFER (renames and links across directories, ABI 2;
  * before it they fail with EXDEV), TRUNCATE (ABI 3) and IOCTL_DEV (ABI 5)
  * are handled, and granted with write access, where the kernel knows
- * them; the scopes of landlock_scope_self come with it on ABI 6. The
+ * them; with scoped, the scopes of landlock_scope_self come with it on
+ * ABI 6 (a shell job goes without: the jobs of one binding signal each
+ * other's processes, its PID namespace is the boundary). The
  * opened fds the caller holds (a pty, pipes) stay usable: Landlock checks
  * at open. 0, -EOPNOTSUPP without Landlock (nothing was done), or a
  * negative errno. Needs no_new_privs. */
 int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
-                            const char *const *rw_dev, size_t n_dev);
+                            const char *const *rw_dev, size_t n_dev, bool scoped);

@@ -483,9 +483,9 @@ int jail_view_enter(const struct jail_view *v)
                 r = bind_file_ro(v->file_path, v->file_fd);
         if (r < 0)
                 return r;
-        /* the binding's processes (all of them the job's UID); read-only */
-        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "hidepid=invisible") < 0 ||
+        /* the binding's processes (all of them the job's UID), every job's
+         * listed (a job stops what an earlier one started); read-only */
+        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
             mount(NULL, NEWROOT "/proc", NULL,
                   MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 return -errno;

@@ -155,9 +155,11 @@ static int step_identity(struct child *c)
 static int step_landlock(struct child *c)
 {
         const struct job_spec *s = c->s;
+        /* no scopes: the jobs of one binding signal each other's
+         * processes (its PID namespace bounds whom) */
         int r = s->ll_on ? landlock_restrict_paths(s->ll_rw, s->n_ll_rw, s->ll_ro, s->n_ll_ro,
-                                                   s->ll_dev, s->n_ll_dev)
-                         : landlock_scope_self();
+                                                   s->ll_dev, s->n_ll_dev, false)
+                         : 0;
         return r == -EOPNOTSUPP ? 0 : r;
 }
 

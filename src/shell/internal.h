@@ -50,7 +50,7 @@ enum keeper_msg_type {
         KEEPER_VIOLATION = 3, /* keeper -> jailer: nr = the forbidden call */
         KEEPER_EXITED = 4,    /* keeper -> jailer: code, output drained; then it exits */
         KEEPER_INPUT = 5,     /* jailer -> keeper: a memfd of text to type, attached */
-        KEEPER_INTERRUPT = 6, /* jailer -> keeper: ^C (PTY) or SIGINT to the group (stdio) */
+        KEEPER_INTERRUPT = 6, /* jailer -> keeper: type ^C on the terminal (PTY jobs) */
 };
 
 struct keeper_msg {

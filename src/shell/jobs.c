@@ -477,10 +477,16 @@ static void job_free(struct job *j)
         free(j);
 }
 
+/* ^C: typed on its terminal by the keeper (the line discipline signals
+ * the foreground group, as the reference's tmux send-keys does); for a
+ * stdio job SIGINT to its session's group, from here (the keeper's
+ * Landlock domain may not signal the job). */
 static void interrupt(struct job *j)
 {
         struct keeper_msg m = {.type = KEEPER_INTERRUPT};
-        if (j->sock >= 0)
+        if (j->mode == SHELL_MODE_STDIO && j->pid > 0)
+                kill(-j->pid, SIGINT);
+        else if (j->sock >= 0)
                 channel_send(j->sock, &m, sizeof(m), NULL, 0);
         j->interrupted = true;
 }
@@ -541,11 +547,11 @@ static void on_keeper_msg(void *data, uint32_t events)
         }
         case KEEPER_EXITED:
                 check_oom(j);
-                if (!terminal(j)) {
+                if (!j->has_exit) { /* also for a job terminated meanwhile */
                         j->has_exit = true;
                         j->exit_code = m.code;
-                        set_status(j, SHELL_EXITED);
                 }
+                set_status(j, SHELL_EXITED);
                 break;
         default:
                 break;

@@ -45,8 +45,9 @@ struct keeper {
         pid_t pid;
         int pidfd, master, out_r, err_r, listener;
         struct sanitizer *san;
-        int64_t written; /* bytes in output.log */
-        bool capped;     /* max_output reached: the rest is dropped */
+        int64_t written;     /* bytes in output.log */
+        int64_t err_written; /* bytes in stderr.log */
+        bool capped;         /* max_output reached: the rest is dropped */
         int64_t last_output_ms;
         bool partial;        /* the sanitiser may hold a partial line */
         struct strbuf input; /* typed text not yet taken by the terminal */
@@ -107,7 +108,11 @@ static int pump(struct keeper *k, int fd, bool to_stderr)
                 return -1;
         k->last_output_ms = monotonic_ms();
         if (to_stderr) {
-                file_write_all(k->s->err_fd, buf, (size_t)n);
+                /* private, but on the state directory's disk: bounded too */
+                size_t room = (size_t)(k->s->max_output - k->err_written);
+                size_t take = (size_t)n < room ? (size_t)n : room;
+                if (take && file_write_all(k->s->err_fd, buf, take) == 0)
+                        k->err_written += (int64_t)take;
         } else if (k->san) {
                 struct strbuf sb;
                 strbuf_init(&sb, 0);
@@ -181,8 +186,6 @@ static void on_jailer(struct keeper *k)
                 queue_input(k, fd);
         else if (m.type == KEEPER_INTERRUPT && k->master >= 0)
                 strbuf_append(&k->input, "\x03", 1);
-        else if (m.type == KEEPER_INTERRUPT)
-                kill(-k->pid, SIGINT); /* the job's session leader leads its group */
         if (nf == 1)
                 close(fd);
         push_input(k);

@@ -639,7 +639,7 @@ TEST(shell_jail_landlock_paths_confine_even_root)
                 const char *dev[] = {"/dev/null", "/dev/nonexistent-lockbox"};
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                         _exit(100);
-                int r = landlock_restrict_paths(rw, 1, ro, 7, dev, 2);
+                int r = landlock_restrict_paths(rw, 1, ro, 7, dev, 2, true);
                 if (r == -EOPNOTSUPP)
                         _exit(101);
                 if (r < 0) {
