@@ -45,12 +45,15 @@ struct job_spec {
 
 /* keeper <-> jailer, on a SEQPACKET pair, fixed-size messages. */
 enum keeper_msg_type {
-        KEEPER_STARTED = 1,   /* keeper -> jailer: pid = the job's first process */
+        KEEPER_STARTED = 1,   /* keeper -> jailer: pid = the job's first process, its pidfd
+                               * attached */
         KEEPER_FAILED = 2,    /* keeper -> jailer: a lock step failed: step, error */
         KEEPER_VIOLATION = 3, /* keeper -> jailer: nr = the forbidden call */
         KEEPER_EXITED = 4,    /* keeper -> jailer: code, output drained; then it exits */
         KEEPER_INPUT = 5,     /* jailer -> keeper: a memfd of text to type, attached */
-        KEEPER_INTERRUPT = 6, /* jailer -> keeper: type ^C on the terminal (PTY jobs) */
+        KEEPER_INTERRUPT = 6, /* jailer -> keeper: type ^C on the terminal (PTY jobs), or
+                               * SIGINT to the group of a stdio job when the jailer
+                               * cannot signal it by pidfd (before Linux 6.9) */
 };
 
 struct keeper_msg {

@@ -48,6 +48,12 @@
 #define TIMEOUT_GRACE_MS 10000 /* shell.job_timeout: interrupt, then this, then kill */
 #define NOFILE 4096
 
+/* pidfd_send_signal to the process group of the pidfd's process (Linux
+ * 6.9); older headers lack it */
+#ifndef PIDFD_SIGNAL_PROCESS_GROUP
+#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)
+#endif
+
 /* /etc entries a shell job sees besides the ones the jail writes itself
  * (passwd, group, hostname, hosts, resolv.conf, nsswitch.conf): what
  * shells, git, compilers, Python, Node.js and TLS clients read. Never the
@@ -136,6 +142,7 @@ struct job {
         int dirfd, out_rfd;
         pid_t keeper_pid, pid;
         int keeper_pidfd, sock;
+        int pidfd; /* the job's first process, its group's leader (from KEEPER_STARTED) */
         bool keeper_gone, interrupted;
         uint64_t oom_seen; /* OOM kills already told */
         struct binding *b;
@@ -419,14 +426,30 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
 
 /* ---- jobs: ending and removing ----------------------------------------- */
 
+/* A signal to the job's process group, named by the pidfd of its leader
+ * (the job's first process, its session's leader too), never by its
+ * number: once the leader is reaped the number is free and may come to
+ * lead any group of the host, which the jailer, root, may signal; the
+ * pidfd names only the group the job made, and nothing once that is empty
+ * (-ESRCH). -EINVAL: the kernel cannot signal a group by pidfd (before
+ * Linux 6.9). */
+static int signal_group(const struct job *j, int sig)
+{
+        if (j->pidfd < 0)
+                return -ESRCH;
+        if (syscall(SYS_pidfd_send_signal, j->pidfd, sig, NULL, PIDFD_SIGNAL_PROCESS_GROUP) < 0)
+                return -errno;
+        return 0;
+}
+
 /* Every process of the job (its group) killed; the keeper then drains
  * what they printed and exits by itself. */
 static void job_kill(struct job *j)
 {
         if (j->cg)
                 cgroup_run_remove(j->cg);
-        else if (j->pid > 0) /* no cgroups on this host: its session, at least */
-                kill(-j->pid, SIGKILL);
+        else if (signal_group(j, SIGKILL) == -EINVAL) /* no cgroups: its group, at least */
+                syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0); /* or its leader */
 }
 
 /* rm -rf of one job directory: only files lockbox wrote, no subdirectory */
@@ -467,6 +490,7 @@ static void job_free(struct job *j)
         }
         safe_close(j->sock);
         safe_close(j->keeper_pidfd);
+        safe_close(j->pidfd);
         safe_close(j->out_rfd);
         safe_close(j->dirfd);
         cgroup_run_free(j->cg);
@@ -479,15 +503,16 @@ static void job_free(struct job *j)
 
 /* ^C: typed on its terminal by the keeper (the line discipline signals
  * the foreground group, as the reference's tmux send-keys does); for a
- * stdio job SIGINT to its session's group, from here (the keeper's
- * Landlock domain may not signal the job). */
+ * stdio job SIGINT to its group, from here (from Linux 6.12 the keeper's
+ * Landlock domain may not signal the job), named by its leader's pidfd.
+ * Before 6.9 the keeper sends it, while it has not reaped the leader. */
 static void interrupt(struct job *j)
 {
         struct keeper_msg m = {.type = KEEPER_INTERRUPT};
-        if (j->mode == SHELL_MODE_STDIO && j->pid > 0)
-                kill(-j->pid, SIGINT);
-        else if (j->sock >= 0)
-                channel_send(j->sock, &m, sizeof(m), NULL, 0);
+        if (j->mode != SHELL_MODE_STDIO || j->pidfd < 0 || signal_group(j, SIGINT) == -EINVAL) {
+                if (j->sock >= 0)
+                        channel_send(j->sock, &m, sizeof(m), NULL, 0);
+        }
         j->interrupted = true;
 }
 
@@ -513,7 +538,8 @@ static void on_keeper_msg(void *data, uint32_t events)
         struct job *j = data;
         struct keeper_msg m;
         size_t nf = 0;
-        int r = channel_recv(j->sock, &m, sizeof(m), NULL, 0, &nf);
+        _cleanup_close_ int fd = -1;
+        int r = channel_recv(j->sock, &m, sizeof(m), &fd, 1, &nf);
         if (r <= 0) {
                 loop_unwatch(j->sh->loop, j->sock);
                 j->sock = safe_close(j->sock);
@@ -523,6 +549,8 @@ static void on_keeper_msg(void *data, uint32_t events)
         switch (m.type) {
         case KEEPER_STARTED:
                 j->pid = m.pid;
+                if (nf == 1 && j->pidfd < 0)
+                        j->pidfd = TAKE_FD(fd);
                 set_status(j, SHELL_RUNNING);
                 break;
         case KEEPER_FAILED:
@@ -1243,6 +1271,7 @@ static void do_run(struct call *c, int blobfd)
                           .dirfd = -1,
                           .out_rfd = -1,
                           .keeper_pidfd = -1,
+                          .pidfd = -1,
                           .sock = -1};
         if ((r = new_id(sh, j->id)) < 0) {
                 reply_error(c, 500, "job_id_collision", "Failed to allocate a unique job id");

@@ -186,6 +186,12 @@ static void on_jailer(struct keeper *k)
                 queue_input(k, fd);
         else if (m.type == KEEPER_INTERRUPT && k->master >= 0)
                 strbuf_append(&k->input, "\x03", 1);
+        else if (m.type == KEEPER_INTERRUPT && !k->exited)
+                /* stdio, on a kernel where the jailer cannot signal a group
+                 * by pidfd (jobs.c): the job's first process leads its
+                 * group, and until the keeper reaps it its number cannot
+                 * name another group */
+                kill(-k->pid, SIGINT);
         if (nf == 1)
                 close(fd);
         push_input(k);
@@ -416,8 +422,10 @@ _Noreturn void keeper_main(const struct job_spec *s)
                 fcntl(k.out_r, F_SETFL, O_NONBLOCK);
         if (k.err_r >= 0)
                 fcntl(k.err_r, F_SETFL, O_NONBLOCK);
+        /* with the pidfd of the job's first process: the jailer signals its
+         * group through it */
         struct keeper_msg m = {.type = KEEPER_STARTED, .pid = k.pid};
-        tell(&k, &m);
+        channel_send(s->sock, &m, sizeof(m), &k.pidfd, 1);
         loop(&k);
         flush_partial(&k, true);
         if (!k.exited) { /* the loop broke: collect the status anyway */
