@@ -755,84 +755,108 @@ static int parse_blob(const char *buf, size_t len, struct run_text *t)
         return 0;
 }
 
-/* Environment: a fixed base, the proxies of the deployment, the overlay,
- * and TMPDIR/TMP/TEMP at the working directory (as the reference). */
-static char **job_env(const struct shell *sh, const struct run_text *t, enum shell_mode mode)
-{
-        const struct config *cfg = sh->cfg;
-        size_t cap = t->n_env + 24, n = 0;
-        char **v = calloc(cap + 1, sizeof(*v));
-        if (!v)
-                return NULL;
-        const char *http = *cfg->proxy_socks5 ? cfg->proxy_socks5 : cfg->proxy_http;
-        const char *https = *cfg->proxy_socks5 ? cfg->proxy_socks5 : cfg->proxy_https;
-        char *base[16];
-        size_t nb = 0;
-        if (asprintf(&base[nb++],
-                     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") < 0 ||
-            asprintf(&base[nb++], "LANG=C.UTF-8") < 0 ||
-            asprintf(&base[nb++], "HOME=%s", t->home) < 0 ||
-            asprintf(&base[nb++], "USER=sandbox") < 0 ||
-            asprintf(&base[nb++], "LOGNAME=sandbox") < 0 ||
-            asprintf(&base[nb++], "SHELL=/bin/sh") < 0)
-                goto fail;
-        if (mode == SHELL_MODE_PTY && asprintf(&base[nb++], "TERM=xterm-256color") < 0)
-                goto fail;
-        if (*http && (asprintf(&base[nb++], "HTTP_PROXY=%s", http) < 0 ||
-                      asprintf(&base[nb++], "http_proxy=%s", http) < 0))
-                goto fail;
-        if (*https && (asprintf(&base[nb++], "HTTPS_PROXY=%s", https) < 0 ||
-                       asprintf(&base[nb++], "https_proxy=%s", https) < 0))
-                goto fail;
-        for (size_t i = 0; i < nb; i++)
-                v[n++] = base[i];
-        nb = 0;
-        /* the overlay replaces or adds */
-        for (size_t i = 0; i < t->n_env; i++) {
-                size_t kl = strcspn(t->env[i], "=") + 1;
-                size_t k = 0;
-                while (k < n && strncmp(v[k], t->env[i], kl) != 0)
-                        k++;
-                char *e = strdup(t->env[i]);
-                if (!e)
-                        goto fail;
-                if (k < n) {
-                        free(v[k]);
-                        v[k] = e;
-                } else {
-                        v[n++] = e;
-                }
-        }
-        static const char *const tmp[] = {"TMPDIR=", "TMP=", "TEMP="};
-        for (size_t i = 0; i < ELEMENTSOF(tmp); i++) {
-                size_t k = 0;
-                while (k < n && strncmp(v[k], tmp[i], strlen(tmp[i])) != 0)
-                        k++;
-                char *e;
-                if (asprintf(&e, "%s%s", tmp[i], t->cwd) < 0)
-                        goto fail;
-                if (k < n) {
-                        free(v[k]);
-                        v[k] = e;
-                } else {
-                        v[n++] = e;
-                }
-        }
-        return v;
-fail:
-        for (size_t i = 0; i < nb; i++)
-                free(base[i]);
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
-        return NULL;
-}
-
 static void strv_free(char **v)
 {
         for (size_t i = 0; v && v[i]; i++)
                 free(v[i]);
         free(v);
+}
+
+/* Environment names compare up to their '='. */
+static int env_name_cmp(const char *a, const char *b)
+{
+        size_t la = strcspn(a, "="), lb = strcspn(b, "=");
+        int c = memcmp(a, b, la < lb ? la : lb);
+        return c ? c : (la > lb) - (la < lb);
+}
+
+struct env_slot {
+        const char *entry;
+        size_t pos;
+};
+
+static int env_slot_cmp(const void *x, const void *y)
+{
+        const struct env_slot *a = x, *b = y;
+        int c = env_name_cmp(a->entry, b->entry);
+        return c ? c : (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* Keep the last entry of each name, the rest in their order. Sorted, not
+ * compared pairwise: an overlay may hold a million names (a 16 MiB body),
+ * and the jailer serves every call from one thread. */
+static int env_keep_last(char **v, size_t *n)
+{
+        _cleanup_free_ struct env_slot *slots = calloc(*n + 1, sizeof(*slots));
+        if (!slots)
+                return -ENOMEM;
+        for (size_t i = 0; i < *n; i++)
+                slots[i] = (struct env_slot){.entry = v[i], .pos = i};
+        qsort(slots, *n, sizeof(*slots), env_slot_cmp);
+        for (size_t i = 0; i + 1 < *n; i++)
+                if (env_name_cmp(slots[i].entry, slots[i + 1].entry) == 0) {
+                        free(v[slots[i].pos]);
+                        v[slots[i].pos] = NULL;
+                }
+        size_t k = 0;
+        for (size_t i = 0; i < *n; i++)
+                if (v[i])
+                        v[k++] = v[i];
+        v[k] = NULL;
+        *n = k;
+        return 0;
+}
+
+static int env_add(char **v, size_t *n, const char *fmt, ...) _printf_(3, 4);
+static int env_add(char **v, size_t *n, const char *fmt, ...)
+{
+        char *e;
+        va_list ap;
+        va_start(ap, fmt);
+        int r = vasprintf(&e, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        v[(*n)++] = e;
+        return 0;
+}
+
+/* Environment: a fixed base, the proxies of the deployment, the overlay
+ * (which replaces or adds), and TMPDIR/TMP/TEMP at the working directory
+ * (as the reference): later entries win. */
+static char **job_env(const struct shell *sh, const struct run_text *t, enum shell_mode mode)
+{
+        const struct config *cfg = sh->cfg;
+        size_t n = 0;
+        char **v = calloc(t->n_env + 24 + 1, sizeof(*v));
+        if (!v)
+                return NULL;
+        const char *http = *cfg->proxy_socks5 ? cfg->proxy_socks5 : cfg->proxy_http;
+        const char *https = *cfg->proxy_socks5 ? cfg->proxy_socks5 : cfg->proxy_https;
+        int r = 0;
+        if (env_add(v, &n, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") <
+                0 ||
+            env_add(v, &n, "LANG=C.UTF-8") < 0 || env_add(v, &n, "HOME=%s", t->home) < 0 ||
+            env_add(v, &n, "USER=sandbox") < 0 || env_add(v, &n, "LOGNAME=sandbox") < 0 ||
+            env_add(v, &n, "SHELL=/bin/sh") < 0 ||
+            (mode == SHELL_MODE_PTY && env_add(v, &n, "TERM=xterm-256color") < 0) ||
+            (*http && (env_add(v, &n, "HTTP_PROXY=%s", http) < 0 ||
+                       env_add(v, &n, "http_proxy=%s", http) < 0)) ||
+            (*https && (env_add(v, &n, "HTTPS_PROXY=%s", https) < 0 ||
+                        env_add(v, &n, "https_proxy=%s", https) < 0)))
+                r = -ENOMEM;
+        for (size_t i = 0; r == 0 && i < t->n_env; i++)
+                r = env_add(v, &n, "%s", t->env[i]);
+        static const char *const tmp[] = {"TMPDIR", "TMP", "TEMP"};
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(tmp); i++)
+                r = env_add(v, &n, "%s=%s", tmp[i], t->cwd);
+        if (r == 0)
+                r = env_keep_last(v, &n);
+        if (r < 0) {
+                strv_free(v);
+                return NULL;
+        }
+        return v;
 }
 
 /* What a job may see beyond the system: its HOME and the workspace its
