@@ -142,12 +142,15 @@ static void flush_partial(struct keeper *k, bool finish)
 }
 
 /* Typed text, as a terminal paste does it: each LF becomes CR (the line
- * discipline's ICRNL turns it back for a reader in canonical mode). */
+ * discipline's ICRNL turns it back for a reader in canonical mode). Only
+ * a sealed memfd is mapped: one its sender could still shrink would turn
+ * a read of the mapping into SIGBUS, the keeper's end. */
 static void queue_input(struct keeper *k, int memfd)
 {
         struct stat st;
+        int seals = fcntl(memfd, F_GET_SEALS);
         if (fstat(memfd, &st) < 0 || st.st_size <= 0 || st.st_size > INPUT_MAX ||
-            k->input.len + (size_t)st.st_size > INPUT_MAX)
+            k->input.len + (size_t)st.st_size > INPUT_MAX || seals < 0 || !(seals & F_SEAL_SHRINK))
                 return;
         char *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, memfd, 0);
         if (p == MAP_FAILED)
