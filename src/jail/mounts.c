@@ -463,6 +463,21 @@ static int make_pts(void)
         return 0;
 }
 
+/* The passwd line of the job's user: its HOME as the home directory (ssh
+ * reads that, not $HOME), unless passwd cannot hold it (a ':' or a newline
+ * would make fields or lines of its own). */
+static int bind_view_passwd(const struct jail_view *v)
+{
+        char text[PATH_MAX + 128];
+        const char *home = strpbrk(v->home, ":\n") ? "/nonexistent" : v->home;
+        if ((size_t)snprintf(text, sizeof(text),
+                             "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                             "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n",
+                             (unsigned)v->uid, (unsigned)v->gid, home) >= sizeof(text))
+                return -ENAMETOOLONG;
+        return bind_generated(NEWROOT "/tmp", NEWROOT "/etc/passwd", text);
+}
+
 int jail_view_enter(const struct jail_view *v)
 {
         char opts[128], text[512];
@@ -489,11 +504,7 @@ int jail_view_enter(const struct jail_view *v)
             mount(NULL, NEWROOT "/proc", NULL,
                   MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
                 return -errno;
-        snprintf(text, sizeof(text),
-                 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                 "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n",
-                 (unsigned)v->uid, (unsigned)v->gid, v->home);
-        if ((r = bind_generated(NEWROOT "/tmp", NEWROOT "/etc/passwd", text)) < 0)
+        if ((r = bind_view_passwd(v)) < 0)
                 return r;
         snprintf(text, sizeof(text), "root:x:0:\nsandbox:x:%u:\n", (unsigned)v->gid);
         if ((r = bind_generated(NEWROOT "/tmp", NEWROOT "/etc/group", text)) < 0)
