@@ -440,7 +440,7 @@ const struct schema_row schema_rows[] = {
              "stays on the host's file system, with no bound."),
         SIZE("shell.max_output", shell_max_output, "64M", 64 * K, 16 * G,
              "Output one job may write to its output.log (the rest is dropped, with a line "
-             "saying so on a terminal)."),
+             "saying so on a terminal), and a stdio job to its stderr.log."),
         INT("shell.max_jobs", shell_max_jobs, "64", 1, 4096, NULL,
             "Jobs alive at once (running, or finished with processes left); one more run "
             "is refused with 429 too_many_jobs."),
