@@ -185,13 +185,30 @@ int shell_disk_mount(const struct config *cfg, char *err, size_t errlen)
         return r;
 }
 
+/* At stop the last job's mount namespace may still be going (the kernel
+ * tears namespaces down after their last process): a plain unmount is
+ * tried for up to 2 s, then a lazy one; the loop device is then let go
+ * at once rather than when the kernel gets to it. */
 void shell_disk_unmount(const struct config *cfg)
 {
-        char img[4096];
+        char img[4096], dev[32];
+        struct stat st;
         if (cfg->shell_disk_bytes == 0)
                 return;
         image_path(cfg, img, sizeof(img));
-        if (mounted_from(cfg->shell_home, img) && umount2(cfg->shell_home, MNT_DETACH) < 0)
+        if (!mounted_from(cfg->shell_home, img) || stat(cfg->shell_home, &st) < 0)
+                return;
+        snprintf(dev, sizeof(dev), "/dev/loop%u", minor(st.st_dev));
+        int r = -1;
+        for (int i = 0; i < 100 && (r = umount2(cfg->shell_home, 0)) < 0 && errno == EBUSY; i++)
+                poll(NULL, 0, 20);
+        if (r < 0 && umount2(cfg->shell_home, MNT_DETACH) < 0) {
                 log_warn(NULL, "shell.disk_unmount_failed", "home=%s error=%s",
                          log_q(cfg->shell_home), log_q(strerror(errno)));
+                return;
+        }
+        _cleanup_close_ int loop = open(dev, O_RDWR | O_CLOEXEC);
+        if (loop >= 0 && ioctl(loop, LOOP_CLR_FD, 0) < 0 && errno != ENXIO)
+                log_warn(NULL, "shell.disk_detach_failed", "device=%s error=%s", dev,
+                         log_q(strerror(errno)));
 }

@@ -144,6 +144,7 @@ struct job {
         int keeper_pidfd, sock;
         int pidfd; /* the job's first process, its group's leader (from KEEPER_STARTED) */
         bool keeper_gone, interrupted;
+        bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
         struct binding *b;
         struct cgroup_run *cg;
@@ -231,10 +232,14 @@ static void wake_calls(struct job *j)
                         c->next_ms = 0;
 }
 
+/* A job being terminated stays running until it has ended, so no wait
+ * sees it done without its exit code; then its end is "terminated". */
 static void set_status(struct job *j, uint32_t status)
 {
         if (terminal(j))
                 return;
+        if (j->terminating && (status == SHELL_EXITED || status == SHELL_LOST))
+                status = SHELL_TERMINATED;
         wake_calls(j);
         if ((status == SHELL_STARTING || status == SHELL_RUNNING) && j->started < 0)
                 j->started = now_s();
@@ -1213,6 +1218,7 @@ static bool terminate_pass(struct call *c)
         }
         job_kill(j);
         j->kill_at_ms = -1;
+        set_status(j, SHELL_TERMINATED);
         if (c->delete_after)
                 do_delete(c, j);
         else
@@ -1222,7 +1228,7 @@ static bool terminate_pass(struct call *c)
 
 static void start_terminate(struct call *c, struct job *j)
 {
-        if (terminal(j) && j->kill_at_ms < 0) {
+        if (terminal(j)) {
                 /* over already: whatever it left running goes now */
                 job_kill(j);
                 if (c->delete_after)
@@ -1231,8 +1237,8 @@ static void start_terminate(struct call *c, struct job *j)
                         reply_view(c, j);
                 return;
         }
-        if (!terminal(j)) {
-                set_status(j, SHELL_TERMINATED);
+        if (!terminal(j) && j->kill_at_ms < 0) {
+                j->terminating = true;
                 interrupt(j);
                 j->kill_at_ms = monotonic_ms() + c->req.grace_ms;
                 log_info(NULL, "shell.job_terminate", "job=%s grace_ms=%u", j->id, c->req.grace_ms);
@@ -1564,13 +1570,18 @@ static void gc(struct shell *sh)
                 next = j->next;
                 if (j->kill_at_ms < 0 && (!terminal(j) || now - j->ended_ms < 2000))
                         check_oom(j);
-                if (!terminal(j) && now >= j->deadline_ms && j->kill_at_ms < 0) {
+                if (!terminal(j) && !j->terminating && now >= j->deadline_ms) {
                         verdict(j, "job ended: shell.job_timeout (%llds) reached",
                                 (long long)sh->cfg->shell_job_timeout);
-                        set_status(j, SHELL_TERMINATED);
+                        j->terminating = true;
                         interrupt(j);
                         j->kill_at_ms = now + TIMEOUT_GRACE_MS;
-                } else if (j->kill_at_ms >= 0 && now >= j->kill_at_ms) {
+                } else if (j->kill_at_ms >= 0 &&
+                           (now >= j->kill_at_ms ||
+                            (terminal(j) && (!j->cg || cgroup_run_count(j->cg) <= 0)))) {
+                        /* shell.job_timeout's grace over, or the job ended
+                         * whole before it (a terminate call does this
+                         * itself) */
                         bool waited = false;
                         for (struct call *c = sh->calls; c; c = c->next)
                                 waited |=
@@ -1582,6 +1593,7 @@ static void gc(struct shell *sh)
                                 }
                                 job_kill(j);
                                 j->kill_at_ms = -1;
+                                set_status(j, SHELL_TERMINATED);
                         }
                 } else if (terminal(j) && j->kill_at_ms < 0 &&
                            now - j->ended_ms >= sh->cfg->shell_retention * 1000) {
