@@ -168,6 +168,37 @@ static int check_shell_uid(struct loader *L)
                            c->shell_uid, c->uid_min, c->uid_max);
 }
 
+/* a is b or lies below it */
+static bool path_within(const char *a, const char *b)
+{
+        size_t n = strlen(b);
+        return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
+/* The state directory and shell.home apart (jobs see shell.home; the
+ * state holds every job's output), and no extra read-write path of
+ * Landlock's inside either: those are bound by path as root, and a job
+ * could turn one below shell.home into a link elsewhere. */
+static int check_shell_paths(struct loader *L)
+{
+        const struct config *c = &L->cfg;
+        if (!c->shell_enabled)
+                return 0;
+        if (path_within(c->shell_state_dir, c->shell_home) ||
+            path_within(c->shell_home, c->shell_state_dir))
+                return loader_fail(L, -EINVAL, origin_of(L, "shell.state_dir"), "shell.state_dir",
+                                   "%s and shell.home %s must not lie one inside the other",
+                                   c->shell_state_dir, c->shell_home);
+        for (size_t i = 0; i < c->n_shell_landlock_rw; i++)
+                if (path_within(c->shell_landlock_rw[i], c->shell_home) ||
+                    path_within(c->shell_landlock_rw[i], c->shell_state_dir))
+                        return loader_fail(L, -EINVAL, origin_of(L, "shell.landlock_rw_paths"),
+                                           "shell.landlock_rw_paths",
+                                           "%s lies inside shell.home or shell.state_dir",
+                                           c->shell_landlock_rw[i]);
+        return 0;
+}
+
 static int check_cross(struct loader *L)
 {
         int r = check_uid_order(L);
@@ -175,6 +206,8 @@ static int check_cross(struct loader *L)
                 r = check_uid_pool(L);
         if (r == 0)
                 r = check_shell_uid(L);
+        if (r == 0)
+                r = check_shell_paths(L);
         return r < 0 ? r : check_subnet_size(L);
 }
 

@@ -146,6 +146,7 @@ struct job {
         bool keeper_gone, interrupted;
         bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
+        char *home;        /* its HOME (another binding's workspace may not hold it) */
         struct binding *b;
         struct cgroup_run *cg;
         struct watch w_sock, w_keeper;
@@ -499,6 +500,7 @@ static void job_free(struct job *j)
         safe_close(j->out_rfd);
         safe_close(j->dirfd);
         cgroup_run_free(j->cg);
+        free(j->home);
         remove_job_dir(sh, j->id);
         if (j->b && --j->b->jobs == 0)
                 binding_free(j->b);
@@ -867,8 +869,30 @@ static char **job_env(const struct shell *sh, const struct run_text *t, enum she
 /* What a job may see beyond the system: its HOME and the workspace its
  * cwd lies in (control jobs: all of shell.home). Sets rw[] (paths and
  * O_PATH fds) and fails with a message for the caller. */
-static int job_paths(struct shell *sh, struct run_text *t, struct jail_view_rw *rw, size_t *n_rw,
-                     char *why, size_t whylen)
+static bool within(const char *a, const char *b)
+{
+        size_t n = strlen(b);
+        return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
+/* The HOME of a job of another binding that path is, holds or lies in
+ * (control jobs' HOME, shell.home itself, excepted), or NULL: a job never
+ * gets another binding's HOME as its own or as its workspace. What the
+ * jailer knows: the HOMEs of the jobs it keeps. */
+static const char *other_home(const struct shell *sh, const char *key, const char *path,
+                              bool same_ok)
+{
+        for (const struct job *j = sh->jobs; j; j = j->next)
+                if (j->home && j->b && strcmp(j->b->key, key) != 0 &&
+                    strcmp(j->home, sh->cfg->shell_home) != 0 &&
+                    !(same_ok && strcmp(j->home, path) == 0) &&
+                    (within(path, j->home) || within(j->home, path)))
+                        return j->home;
+        return NULL;
+}
+
+static int job_paths(struct shell *sh, struct run_text *t, const char *session,
+                     struct jail_view_rw *rw, size_t *n_rw, char *why, size_t whylen)
 {
         const char *home = sh->cfg->shell_home, *rel_home, *rel_cwd;
         if (!t->home[0])
@@ -877,6 +901,14 @@ static int job_paths(struct shell *sh, struct run_text *t, struct jail_view_rw *
         if (under_home(home, t->home, &rel_home) < 0) {
                 snprintf(why, whylen, "HOME must be shell.home (%s) or a directory below it: %s",
                          home, t->home);
+                return -EXDEV;
+        }
+        /* the same HOME under another session id is the same owner (a
+         * new lease of Dify's); one inside another binding's is not */
+        const char *key = session[0] ? session : t->home, *other;
+        if (strcmp(t->home, home) != 0 && (other = other_home(sh, key, t->home, true))) {
+                snprintf(why, whylen, "HOME must not hold or lie in another binding's HOME (%s)",
+                         other);
                 return -EXDEV;
         }
         int r = make_home(sh, rel_home);
@@ -933,6 +965,11 @@ static int job_paths(struct shell *sh, struct run_text *t, struct jail_view_rw *
         size_t n = strlen(ws);
         if ((strncmp(t->home, ws, n) == 0 && (!t->home[n] || t->home[n] == '/'))) {
                 snprintf(why, whylen, "the workspace %s would hold the job's HOME", ws);
+                return -EXDEV;
+        }
+        if ((other = other_home(sh, key, ws, false))) {
+                snprintf(why, whylen, "the workspace %s would hold another binding's HOME (%s)", ws,
+                         other);
                 return -EXDEV;
         }
         const char *rel_ws;
@@ -1279,7 +1316,7 @@ static void do_run(struct call *c, int blobfd)
                             sh->cfg->shell_max_jobs);
                 goto out;
         }
-        if ((r = job_paths(sh, &t, rw, &n_rw, why, sizeof(why))) < 0) {
+        if ((r = job_paths(sh, &t, c->req.session_id, rw, &n_rw, why, sizeof(why))) < 0) {
                 if (strncmp(why, "HOME must", 9) == 0)
                         reply_error(c, 422, "validation_error", "%s", why);
                 else
@@ -1326,6 +1363,8 @@ static void do_run(struct call *c, int blobfd)
                 r = -errno;
         if (r == 0 && (r = binding_get(sh, binding, &j->b)) == 0)
                 j->b->jobs++;
+        if (r == 0 && !(j->home = strdup(t.home)))
+                r = -ENOMEM;
         if (r == 0) {
                 set_status(j, SHELL_STARTING);
                 r = start_keeper(sh, j, &t, rw, n_rw, env, c->req.cols, c->req.rows);

@@ -447,3 +447,28 @@ def test_ending_a_job_never_signals_a_group_that_reused_its_number(_session_tmp,
             d.shell_reset()
         finally:
             stop_shell_daemon(d)
+
+
+def test_another_bindings_home_is_neither_a_workspace_nor_a_home(sh):
+    """A job names a live binding's HOME, or a directory in it, as its
+    workspace (cwd), or a HOME inside it: refused, and the victim's file is
+    untouched; the victim's own next job is served."""
+    victim = binding(sh)
+    start_job(sh, "echo secret > $HOME/s; mkdir $HOME/x; sleep 5", home=victim)
+    eventually(lambda: os_path_exists(os.path.join(victim, "x")), scaled(5))
+    attacker = binding(sh)
+    for kw in ({"home": attacker, "cwd": os.path.join(victim, "x")},
+               {"home": attacker, "cwd": victim},
+               {"home": os.path.join(victim, "x")}):
+        status, code = submit(sh, "echo owned > s; echo owned > $HOME/../s", **kw)
+        assert (status, code) in ((400, "invalid_cwd"), (422, "validation_error")), (kw, status,
+                                                                                    code)
+    with open(os.path.join(victim, "s")) as f:
+        assert f.read() == "secret\n"
+    status, r = submit(sh, "cat $HOME/s", home=victim, env={})
+    assert status == 200, r
+
+
+def os_path_exists(p):
+    assert os.path.exists(p), p
+    return True

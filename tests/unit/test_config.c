@@ -983,3 +983,25 @@ TEST(config_network_errors)
                           "x.yaml:2:17: network.dns_servers: 'resolver.local' is not an IPv4 "
                           "or IPv6 address");
 }
+
+/* shell.uid outside the runs' pool; the state directory and shell.home
+ * apart; Landlock's extra read-write paths outside both (bound by path,
+ * as root). */
+TEST(config_shell_cross_checks)
+{
+        EXPECT_LOAD_ERROR("shell:\n  uid: 10005\n", NULL,
+                          "x.yaml:2:8: shell.uid: 10005 lies in the runs' UID pool "
+                          "jail.uid_min..jail.uid_max (10000..10999)");
+        EXPECT_LOAD_ERROR("shell:\n  enabled: true\n  home: /srv/h\n  state_dir: /srv/h/state\n",
+                          NULL,
+                          "x.yaml:4:14: shell.state_dir: /srv/h/state and shell.home /srv/h must "
+                          "not lie one inside the other");
+        EXPECT_LOAD_ERROR("shell:\n  enabled: true\n  home: /srv/h\n  landlock_rw_paths: "
+                          "[/srv/h/x]\n",
+                          NULL,
+                          "x.yaml:4:22: shell.landlock_rw_paths: /srv/h/x lies inside shell.home "
+                          "or shell.state_dir");
+        struct config cfg;
+        EXPECT_INT_EQ(load(&cfg, "shell:\n  home: /srv/h\n  state_dir: /srv/h/state\n", NULL), 0);
+        config_free(&cfg); /* checked only when shell jobs are on */
+}
