@@ -38,6 +38,7 @@
  * keeper waits for the last bytes a background process may still hold. */
 #define PARTIAL_FLUSH_MS 300
 #define DRAIN_QUIET_MS 20
+#define DRAIN_MAX_MS 500 /* a background process that never stops printing */
 #define INPUT_MAX (1 << 20)
 
 struct keeper {
@@ -316,7 +317,7 @@ static void give_up_root(const struct job_spec *s)
 static void loop(struct keeper *k)
 {
         bool out_open = true, err_open = k->err_r >= 0, jailer_open = true;
-        int64_t quiet_since = -1;
+        int64_t quiet_since = -1, exited_at = -1;
         for (;;) {
                 struct pollfd p[6];
                 int n = 0, i_out = -1, i_err = -1, i_pid = -1, i_lis = -1, i_sock = -1;
@@ -380,11 +381,14 @@ static void loop(struct keeper *k)
                          * prints later is not the job's (as the reference's
                          * pane, which closes with the script) */
                         int64_t now = monotonic_ms();
+                        if (exited_at < 0)
+                                exited_at = now;
                         if (r > 0 && out_open)
                                 quiet_since = now;
                         if (quiet_since < 0)
                                 quiet_since = now;
-                        if (!out_open || now - quiet_since >= DRAIN_QUIET_MS)
+                        if (!out_open || now - quiet_since >= DRAIN_QUIET_MS ||
+                            now - exited_at >= DRAIN_MAX_MS)
                                 return;
                 } else if (!out_open && !err_open) {
                         return; /* stdio: both pipes at EOF */
