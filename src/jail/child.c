@@ -55,6 +55,11 @@ static int step_signals(struct child *c)
          * keeps the handlers it installed, as a fresh one would have.) */
         if (c->s->mode == JAIL_WARM)
                 return 0;
+        return jail_signals_reset();
+}
+
+int jail_signals_reset(void)
+{
         sigset_t none;
         sigemptyset(&none);
         for (int sig = 1; sig < NSIG; sig++)

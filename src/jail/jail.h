@@ -87,6 +87,9 @@ int jail_run_mounts(const char *base, const struct jail_spec *s);
 int jail_mounts_setup(const struct jail_spec *s);
 int jail_rlimits_apply(const struct run_limits *l);
 int jail_identity_drop(uid_t uid, gid_t gid);
+/* Default dispositions and an empty mask: what the jailer blocks or
+ * ignores (its signalfd's signals, SIGPIPE) never reaches a program. */
+int jail_signals_reset(void);
 /* Where runs see the dependency layer (read-only, last on sys.path). */
 #define JAIL_DEPS_PATH "/opt/lockbox/python"
 

@@ -1054,6 +1054,17 @@ static int add_named(scmp_filter_ctx ctx, const char *name, enum policy_action a
         return seccomp_rule_add(ctx, action_of(a), nr, 0);
 }
 
+/* allowed_syscalls: plain allow rules, after every other rule */
+static int add_extras(scmp_filter_ctx ctx, const int *extra, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, extra[i], 0);
+                if (r < 0 && r != -EEXIST)
+                        return r;
+        }
+        return 0;
+}
+
 static int add_all(scmp_filter_ctx ctx, const struct policy_opts *o)
 {
         int r;
@@ -1073,10 +1084,7 @@ static int add_all(scmp_filter_ctx ctx, const struct policy_opts *o)
                 if ((r = arg_rules[i].add(ctx, nr, o)) < 0)
                         return r;
         }
-        for (size_t i = 0; i < o->n_extra; i++)
-                if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, o->extra[i], 0)) < 0 && r != -EEXIST)
-                        return r;
-        return 0;
+        return add_extras(ctx, o->extra, o->n_extra);
 }
 
 /* libseccomp 2.5 exports BPF only to an fd: go through a memfd. */
@@ -1178,10 +1186,7 @@ static int add_shell_all(scmp_filter_ctx ctx, const struct policy_shell_opts *o)
                 if ((r = shell_arg_rules[i].add(ctx, nr, o)) < 0)
                         return r;
         }
-        for (size_t i = 0; i < o->n_extra; i++)
-                if ((r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, o->extra[i], 0)) < 0 && r != -EEXIST)
-                        return r;
-        return 0;
+        return add_extras(ctx, o->extra, o->n_extra);
 }
 
 int policy_build_shell(const struct policy_shell_opts *o, struct policy_prog *ret)

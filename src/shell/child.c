@@ -40,11 +40,7 @@ static int send_sync(int sync, uint32_t type, int error, const char *step, int f
 
 static int step_signals(struct child *c)
 {
-        sigset_t none;
-        sigemptyset(&none);
-        for (int sig = 1; sig < NSIG; sig++)
-                signal(sig, SIG_DFL);
-        return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
+        return jail_signals_reset();
 }
 
 static int step_close_inherited(struct child *c)
