@@ -65,7 +65,11 @@ static int env_apply_row(struct loader *L, const struct schema_row *row, config_
                 return 0;
         const char *value = getenv_fn(o.env);
         /* Unset and empty are the same, as in the reference: compose files
-         * often pass "${VAR:-}". */
+         * often pass "${VAR:-}". But for the shellctl variables that tell
+         * them apart (SCHEMA_ENV_EMPTY): there an empty value is a value. */
+        if (value && !*value && (row->flags & SCHEMA_ENV_EMPTY))
+                return loader_apply(L, row, &(struct schema_item){.text = ""},
+                                    row->type->is_list ? 0 : 1, &o);
         if (!value || !*value)
                 return 0;
         if (row->flags & SCHEMA_DEPRECATED) {

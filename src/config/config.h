@@ -134,7 +134,8 @@ void config_defaults(struct config *cfg);
  * -EINVAL/-ENOENT/...; on error writes "file:line:col: key: reason" (or
  * "env NAME: reason") to err. Warnings (deprecated keys) go to the log.
  * *cfg is overwritten, not freed first; on error it is left zeroed, so
- * config_free() on it is harmless. Unset and empty variables are ignored. */
+ * config_free() on it is harmless. Unset and empty variables are ignored
+ * (but for the rows marked SCHEMA_ENV_EMPTY: shellctl's own). */
 int config_load(struct config *cfg, const char *path, config_getenv_fn getenv_fn, char *err,
                 size_t errlen);
 /* Same, from a buffer (fuzzing, unit tests); name is used in messages. */

@@ -232,6 +232,14 @@ static int check_ip(const char *v, struct schema_error *e)
 #define LISTDEF(key, type_, f, nf, d, chk, env_, doc_) \
         {.name = key, .type = &type_, FIELD(f), .def = d, \
          .count_offset = offsetof(struct config, nf), .check = chk, .env = env_, .doc = doc_}
+/* the same rows, where a set but empty variable counts (SCHEMA_ENV_EMPTY) */
+#define STR_ENV_EMPTY(key, f, d, chk, env_, doc_) \
+        {.name = key, .type = &schema_type_string, TYPED(f, char *), .def = d, .check = chk, \
+         .env = env_, .flags = SCHEMA_ENV_EMPTY, .doc = doc_}
+#define LIST_ENV_EMPTY(key, type_, f, nf, d, chk, env_, doc_) \
+        {.name = key, .type = &type_, FIELD(f), .def = d, \
+         .count_offset = offsetof(struct config, nf), .check = chk, .env = env_, \
+         .flags = SCHEMA_ENV_EMPTY, .doc = doc_}
 #define DEPRECATED(key, env_, doc_) \
         {.name = key, .type = &schema_type_deprecated, .env = env_, \
          .flags = SCHEMA_DEPRECATED, .doc = doc_}
@@ -460,26 +468,27 @@ const struct schema_row schema_rows[] = {
              "running included)."),
         INT("shell.binding_processes", shell_binding_processes, "512", 8, 1000000, NULL,
             "Tasks of all the jobs of one binding together."),
-        STR("shell.path_isolation", shell_path_isolation, "true", NULL,
+        STR_ENV_EMPTY("shell.path_isolation", shell_path_isolation, "true", NULL,
             "SHELLCTL_ENABLE_PATH_ISOLATION",
             "Landlock path rules on top of the job's mount view: exactly \"true\" is on, any "
-            "other value off (as the reference reads the variable). The mount view and the "
-            "rest of the jail stay either way."),
-        LIST("shell.landlock_rw_paths", schema_type_strlist, shell_landlock_rw,
-             n_shell_landlock_rw, check_absolute, "SHELLCTL_LANDLOCK_RW_PATHS",
+            "other value off, an empty variable too (as the reference reads it). The mount view "
+            "and the rest of the jail stay either way."),
+        LIST_ENV_EMPTY("shell.landlock_rw_paths", schema_type_strlist, shell_landlock_rw,
+             n_shell_landlock_rw, NULL, check_absolute, "SHELLCTL_LANDLOCK_RW_PATHS",
              "Extra host directories jobs may write, bound read-write into their view "
-             "(environment: comma-separated)."),
-        LISTDEF("shell.landlock_ro_paths", schema_type_strlist, shell_landlock_ro,
+             "(environment: comma-separated; set and empty: none)."),
+        LIST_ENV_EMPTY("shell.landlock_ro_paths", schema_type_strlist, shell_landlock_ro,
                 n_shell_landlock_ro,
                 "/usr,/bin,/sbin,/lib,/lib64,/etc,/proc,/opt/dify-agent-tools,/opt/homebrew,/snap",
                 check_absolute, "SHELLCTL_LANDLOCK_RO_PATHS",
                 "Directories jobs may read and execute (Landlock); those that exist and are not "
                 "/etc, /proc or /dev (the jail builds its own) are bound read-only into their "
-                "view (environment: comma-separated)."),
-        LISTDEF("shell.landlock_rw_dev_paths", schema_type_strlist, shell_landlock_rw_dev,
+                "view (environment: comma-separated; set and empty: none, as the reference)."),
+        LIST_ENV_EMPTY("shell.landlock_rw_dev_paths", schema_type_strlist, shell_landlock_rw_dev,
                 n_shell_landlock_rw_dev, "/dev/null,/dev/zero,/dev/urandom,/dev/random,/dev/tty",
                 check_absolute, "SHELLCTL_LANDLOCK_RW_DEV_PATHS",
-                "Device files jobs may open read-write (Landlock; environment: comma-separated)."),
+                "Device files jobs may open read-write (Landlock; environment: comma-separated; "
+                "set and empty: none)."),
 
         STR("dependencies.python_requirements", python_requirements,
             "dependencies/python-requirements.txt", NULL, NULL,

@@ -45,6 +45,7 @@ struct schema_type {
 enum {
         SCHEMA_SECRET = 1 << 0,     /* dumped as "<redacted>" */
         SCHEMA_DEPRECATED = 1 << 1, /* accepted with a warning, ignored */
+        SCHEMA_ENV_EMPTY = 1 << 2,  /* a set but empty variable sets "" (or the empty list) */
 };
 
 /* Extra check for a string value or a list entry; fills e->reason. */

@@ -1005,3 +1005,27 @@ TEST(config_shell_cross_checks)
         EXPECT_INT_EQ(load(&cfg, "shell:\n  home: /srv/h\n  state_dir: /srv/h/state\n", NULL), 0);
         config_free(&cfg); /* checked only when shell jobs are on */
 }
+
+/* shellctl's Landlock variables tell "set and empty" from "unset", as the
+ * reference reads them; lockbox's other variables do not. */
+TEST(config_shellctl_variables_set_and_empty_count)
+{
+        struct config cfg;
+        const char *env[] = {"SHELLCTL_LANDLOCK_RO_PATHS",
+                             "",
+                             "SHELLCTL_ENABLE_PATH_ISOLATION",
+                             "",
+                             "LOCKBOX_SHELL_HOME",
+                             "",
+                             NULL};
+        EXPECT_INT_EQ(load(&cfg, "", env), 0);
+        EXPECT_SIZE_EQ(cfg.n_shell_landlock_ro, 0);
+        EXPECT_STR_EQ(cfg.shell_path_isolation, "");
+        EXPECT_SIZE_EQ(cfg.n_shell_landlock_rw_dev, 5); /* unset: the default list */
+        EXPECT_STR_EQ(cfg.shell_home, "/home/dify");    /* empty, not one of those: unset */
+        config_free(&cfg);
+        const char *env2[] = {"SHELLCTL_LANDLOCK_RW_DEV_PATHS", "/dev/null", NULL};
+        EXPECT_INT_EQ(load(&cfg, "", env2), 0);
+        EXPECT_SIZE_EQ(cfg.n_shell_landlock_rw_dev, 1);
+        config_free(&cfg);
+}
