@@ -1803,14 +1803,23 @@ int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t 
                 if ((r = policy_build_shell(&po, &sh->filter)) < 0)
                         what = "the shell jobs' syscall filter";
         }
-        /* the view's read-only binds: the system, Landlock's list, the
-         * operator's extra paths, the /etc entries above */
-        size_t cap = cfg->n_shell_landlock_ro + cfg->n_extra_ro_paths + ELEMENTSOF(etc_paths);
+        /* the view's read-only binds: the system (always: the view is not
+         * Landlock's, which SHELLCTL_* may empty or turn off), Landlock's
+         * list, the operator's extra paths, the /etc entries above */
+        static const char *const system[] = {"/usr", "/bin", "/sbin", "/lib", "/lib64"};
+        size_t cap = ELEMENTSOF(system) + cfg->n_shell_landlock_ro + cfg->n_extra_ro_paths +
+                     ELEMENTSOF(etc_paths);
         if (r == 0 && !(sh->ro_paths = calloc(cap + 1, sizeof(char *))))
                 r = -ENOMEM;
-        for (size_t i = 0; r == 0 && i < cfg->n_shell_landlock_ro; i++)
-                if (!jail_owned(cfg->shell_landlock_ro[i]))
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(system); i++)
+                sh->ro_paths[sh->n_ro_paths++] = (char *)system[i];
+        for (size_t i = 0; r == 0 && i < cfg->n_shell_landlock_ro; i++) {
+                bool seen = jail_owned(cfg->shell_landlock_ro[i]);
+                for (size_t k = 0; k < ELEMENTSOF(system) && !seen; k++)
+                        seen = strcmp(system[k], cfg->shell_landlock_ro[i]) == 0;
+                if (!seen)
                         sh->ro_paths[sh->n_ro_paths++] = cfg->shell_landlock_ro[i];
+        }
         for (size_t i = 0; r == 0 && i < cfg->n_extra_ro_paths; i++)
                 sh->ro_paths[sh->n_ro_paths++] = cfg->extra_ro_paths[i];
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(etc_paths); i++)
