@@ -543,11 +543,29 @@ static const struct arg_rule {
     {"mmap", add_mmap},
 };
 
-static const struct {
+/* Names and what the filter does with them. */
+struct name_table {
         const char *const *names;
         size_t n;
         enum policy_action action;
-} tables[] = {
+};
+
+/* How many times name stands in the tables; *ret the action of the last
+ * table holding it (untouched when none does). */
+static unsigned tables_find(const struct name_table *t, size_t nt, const char *name,
+                            enum policy_action *ret)
+{
+        unsigned n = 0;
+        for (size_t k = 0; k < nt; k++)
+                for (size_t i = 0; i < t[k].n; i++)
+                        if (strcmp(t[k].names[i], name) == 0) {
+                                *ret = t[k].action;
+                                n++;
+                        }
+        return n;
+}
+
+static const struct name_table tables[] = {
     {allow_names, ELEMENTSOF(allow_names), POLICY_ALLOW},
     {eperm_names, ELEMENTSOF(eperm_names), POLICY_EPERM},
     {enosys_names, ELEMENTSOF(enosys_names), POLICY_ENOSYS},
@@ -904,11 +922,7 @@ static const struct shell_arg_rule {
     {"prctl", shell_add_prctl},           {"personality", shell_add_personality},
 };
 
-static const struct {
-        const char *const *names;
-        size_t n;
-        enum policy_action action;
-} shell_tables[] = {
+static const struct name_table shell_tables[] = {
     {shell_allow_names, ELEMENTSOF(shell_allow_names), POLICY_ALLOW},
     {shell_eperm_names, ELEMENTSOF(shell_eperm_names), POLICY_EPERM},
     {shell_kill_names, ELEMENTSOF(shell_kill_names), POLICY_KILL},
@@ -916,24 +930,20 @@ static const struct {
 
 enum policy_action policy_lookup(const char *name)
 {
+        enum policy_action a = POLICY_DEFAULT;
         for (size_t i = 0; i < ELEMENTSOF(arg_rules); i++)
                 if (strcmp(arg_rules[i].name, name) == 0)
                         return POLICY_ARGS;
-        for (size_t t = 0; t < ELEMENTSOF(tables); t++)
-                for (size_t i = 0; i < tables[t].n; i++)
-                        if (strcmp(tables[t].names[i], name) == 0)
-                                return tables[t].action;
-        return POLICY_DEFAULT;
+        tables_find(tables, ELEMENTSOF(tables), name, &a);
+        return a;
 }
 
 static unsigned count_name(const char *name)
 {
-        unsigned n = 0;
+        enum policy_action a;
+        unsigned n = tables_find(tables, ELEMENTSOF(tables), name, &a);
         for (size_t i = 0; i < ELEMENTSOF(arg_rules); i++)
                 n += strcmp(arg_rules[i].name, name) == 0;
-        for (size_t t = 0; t < ELEMENTSOF(tables); t++)
-                for (size_t i = 0; i < tables[t].n; i++)
-                        n += strcmp(tables[t].names[i], name) == 0;
         return n;
 }
 
@@ -941,14 +951,12 @@ static unsigned count_name(const char *name)
  * the runs' verdict holds. */
 static enum policy_action shell_entry(const char *name)
 {
+        enum policy_action a = POLICY_DEFAULT;
         for (size_t i = 0; i < ELEMENTSOF(shell_arg_rules); i++)
                 if (strcmp(shell_arg_rules[i].name, name) == 0)
                         return POLICY_ARGS;
-        for (size_t t = 0; t < ELEMENTSOF(shell_tables); t++)
-                for (size_t i = 0; i < shell_tables[t].n; i++)
-                        if (strcmp(shell_tables[t].names[i], name) == 0)
-                                return shell_tables[t].action;
-        return POLICY_DEFAULT;
+        tables_find(shell_tables, ELEMENTSOF(shell_tables), name, &a);
+        return a;
 }
 
 enum policy_action policy_shell_lookup(const char *name)
@@ -959,12 +967,10 @@ enum policy_action policy_shell_lookup(const char *name)
 
 static unsigned count_shell_name(const char *name)
 {
-        unsigned n = 0;
+        enum policy_action a;
+        unsigned n = tables_find(shell_tables, ELEMENTSOF(shell_tables), name, &a);
         for (size_t i = 0; i < ELEMENTSOF(shell_arg_rules); i++)
                 n += strcmp(shell_arg_rules[i].name, name) == 0;
-        for (size_t t = 0; t < ELEMENTSOF(shell_tables); t++)
-                for (size_t i = 0; i < shell_tables[t].n; i++)
-                        n += strcmp(shell_tables[t].names[i], name) == 0;
         return n;
 }
 
