@@ -143,7 +143,7 @@ struct job {
         pid_t keeper_pid, pid;
         int keeper_pidfd, sock;
         int pidfd; /* the job's first process, its group's leader (from KEEPER_STARTED) */
-        bool keeper_gone, interrupted;
+        bool keeper_gone;
         bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
         char *home;        /* its HOME (another binding's workspace may not hold it) */
@@ -520,7 +520,6 @@ static void interrupt(struct job *j)
                 if (j->sock >= 0)
                         channel_send(j->sock, &m, sizeof(m), NULL, 0);
         }
-        j->interrupted = true;
 }
 
 /* The memory limit killed a process of the job: say so where its output

@@ -49,7 +49,6 @@ struct keeper {
         int64_t written;     /* bytes in output.log */
         int64_t err_written; /* bytes in stderr.log */
         bool capped;         /* max_output reached: the rest is dropped */
-        int64_t last_output_ms;
         bool partial;        /* the sanitiser may hold a partial line */
         struct strbuf input; /* typed text not yet taken by the terminal */
         bool exited;
@@ -107,7 +106,6 @@ static int pump(struct keeper *k, int fd, bool to_stderr)
                 return 0;
         if (n <= 0)
                 return -1;
-        k->last_output_ms = monotonic_ms();
         if (to_stderr) {
                 /* private, but on the state directory's disk: bounded too */
                 size_t room = (size_t)(k->s->max_output - k->err_written);
@@ -421,8 +419,10 @@ _Noreturn void keeper_main(const struct job_spec *s)
         int r = start_child(&k, &sync);
         if (r < 0)
                 fail(s, "clone", -r);
-        await_child(&k, sync);
+        /* root is not needed past the clone: given up before the job's own
+         * code can run (its exec ends the sync below) */
         give_up_root(s);
+        await_child(&k, sync);
         if (k.master >= 0)
                 fcntl(k.master, F_SETFL, O_NONBLOCK);
         if (k.out_r >= 0)
