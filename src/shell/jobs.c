@@ -1210,7 +1210,10 @@ static bool wait_pass(struct call *c)
         if (size > offset) {
                 struct shell_window w;
                 uint64_t sz;
-                if (shell_window_read(j->out_rfd, offset, c->req.output_limit, &w, &sz) == 0 &&
+                /* a full page is ready: only possible with more than a
+                 * page past the offset, so the file is read only then */
+                if (size - offset > c->req.output_limit &&
+                    shell_window_read(j->out_rfd, offset, c->req.output_limit, &w, &sz) == 0 &&
                     w.truncated) {
                         reply_window(c, j, false);
                         return true;
