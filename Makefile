@@ -9,7 +9,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp libmnl libnftables
+PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp libmnl libnftables sqlite3
 PYTHON   ?= /usr/bin/python3
 CONFIG   ?= conf/config.yaml
 

@@ -452,6 +452,11 @@ const struct schema_row schema_rows[] = {
         INT("shell.max_jobs", shell_max_jobs, "64", 1, 4096, NULL,
             "Jobs alive at once (running, or finished with processes left); one more run "
             "is refused with 429 too_many_jobs."),
+        BOOL("shell.keep_jobs", shell_keep_jobs, "true", NULL,
+             "Jobs running when lockboxd stops (SIGTERM, or killed) keep running, with their "
+             "bindings; the next lockboxd finds them again from its records in "
+             "shell.state_dir (running, or how they ended meanwhile). false: a stop ends every "
+             "job (a kill still leaves them to the next start)."),
         DURATION("shell.retention", shell_retention, "300", 0, 30 * 24 * HOURS, NULL,
                  "How long a finished job and its output are kept before they are removed "
                  "(the reference keeps them 300 s)."),

@@ -25,6 +25,11 @@ enum { H_MEMORY, H_PIDS, H_MAX };
 struct cgroup_root {
         enum cgroup_mode mode;
         char *parent[H_MAX]; /* v2: only [H_MEMORY] is used (unified) */
+        /* "lockbox-shell-<tag>" beside it (cgroup_shell_parent): shell
+         * jobs' groups, which outlive a daemon (not named after it, and no
+         * start removes them as stale: the shell side sweeps what it did
+         * not adopt); bases[] is where both lie */
+        char *bases[H_MAX], *shell[H_MAX];
         /* v2: the group the daemon started in, the leaf it moved to, and
          * which of memory/pids it enabled for the base's children itself
          * (to undo on the way out). */
@@ -244,7 +249,8 @@ static int open_v1(struct cgroup_root *root)
                 char leaf[64];
                 snprintf(leaf, sizeof(leaf), "lockbox.%d", (int)getpid());
                 root->parent[h] = path_join3(base, "", leaf);
-                if (!root->parent[h])
+                root->bases[h] = strdup(base);
+                if (!root->parent[h] || !root->bases[h])
                         return -ENOMEM;
                 if (mkdir(root->parent[h], 0700) < 0 && errno != EEXIST)
                         return -errno;
@@ -280,7 +286,8 @@ static int open_v2(struct cgroup_root *root, const char *mnt, const char *mroot)
         root->self = path_join3(base, "", name);
         snprintf(name, sizeof(name), "lockbox.%d", (int)getpid());
         root->parent[H_MEMORY] = path_join3(base, "", name);
-        if (!root->self || !root->parent[H_MEMORY])
+        root->bases[H_MEMORY] = strdup(base);
+        if (!root->self || !root->parent[H_MEMORY] || !root->bases[H_MEMORY])
                 return -ENOMEM;
         int r;
         if ((mkdir(root->self, 0700) < 0 && errno != EEXIST) ||
@@ -302,6 +309,9 @@ static int open_v2(struct cgroup_root *root, const char *mnt, const char *mroot)
 static void leave_v2(struct cgroup_root *root)
 {
         char off[32] = "";
+        /* shell jobs kept running in groups below the base need them */
+        if (root->shell[H_MEMORY] && access(root->shell[H_MEMORY], F_OK) == 0)
+                root->enabled_memory = root->enabled_pids = false;
         if (root->enabled_memory)
                 strcat(off, "-memory ");
         if (root->enabled_pids)
@@ -338,7 +348,8 @@ int cgroup_root_open(struct cgroup_root **ret)
                         if (root->parent[h])
                                 rmdir(root->parent[h]);
                         free(root->parent[h]);
-                        root->parent[h] = NULL;
+                        free(root->bases[h]);
+                        root->parent[h] = root->bases[h] = NULL;
                 }
                 if (root->base && root->self && access(root->self, F_OK) == 0)
                         leave_v2(root); /* it may have moved there already */
@@ -358,6 +369,11 @@ struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
                         log_warn(NULL, "cgroup.remove_failed", "path=%s error=%s",
                                  log_q(root->parent[h]), log_q(strerror(errno)));
                 free(root->parent[h]);
+                /* stays while shell jobs live on in it (EBUSY) */
+                if (root->shell[h])
+                        rmdir(root->shell[h]);
+                free(root->shell[h]);
+                free(root->bases[h]);
         }
         if (root->mode == CGROUP_V2 && root->base && root->self)
                 leave_v2(root);
@@ -444,8 +460,8 @@ static void reset_slot(struct cgroup_run *run)
         run->oom_base = oom_kills(run);
 }
 
-int cgroup_run_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
-                      struct cgroup_run **ret)
+static int create_in(struct cgroup_root *root, char *const parent[H_MAX], const char *name,
+                     const struct cgroup_limits *l, struct cgroup_run **ret)
 {
         struct cgroup_run *run = calloc(1, sizeof(*run));
         if (!run)
@@ -456,7 +472,7 @@ int cgroup_run_create(struct cgroup_root *root, const char *name, const struct c
         int r = 0;
         bool fresh = true;
         for (int h = 0; h < nh && r == 0; h++) {
-                run->dir[h] = path_join3(root->parent[h], "", name);
+                run->dir[h] = path_join3(parent[h], "", name);
                 if (!run->dir[h])
                         r = -ENOMEM;
                 else if (mkdir(run->dir[h], 0700) < 0 && errno != EEXIST)
@@ -477,6 +493,71 @@ int cgroup_run_create(struct cgroup_root *root, const char *name, const struct c
         }
         *ret = run;
         return 0;
+}
+
+int cgroup_run_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
+                      struct cgroup_run **ret)
+{
+        return create_in(root, root->parent, name, l, ret);
+}
+
+int cgroup_shell_parent(struct cgroup_root *root, const char *tag)
+{
+        char name[128];
+        snprintf(name, sizeof(name), "lockbox-shell-%s", tag);
+        for (int h = 0; h < H_MAX; h++) {
+                free(root->shell[h]);
+                root->shell[h] = NULL;
+                if (root->bases[h] && !(root->shell[h] = path_join3(root->bases[h], "", name)))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
+                        struct cgroup_run **ret)
+{
+        int nh = root->mode == CGROUP_V1 ? H_MAX : root->mode == CGROUP_V2 ? 1 : 0;
+        for (int h = 0; h < nh; h++)
+                if (!root->shell[h] || (mkdir(root->shell[h], 0700) < 0 && errno != EEXIST))
+                        return root->shell[h] ? -errno : -ENOENT;
+        return create_in(root, root->shell, name, l, ret);
+}
+
+/* Each group below dir (one level), by its path relative to the shell
+ * parent: kept, or emptied and removed with what it holds. */
+static void sweep_dir(const char *top, const char *rel, bool (*keep)(const char *, void *),
+                      void *data, int depth)
+{
+        _cleanup_free_ char *dir = path_join3(top, *rel ? "/" : "", rel);
+        DIR *d = dir ? opendir(dir) : NULL;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                char sub[512];
+                snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+                if (keep(sub, data)) {
+                        if (depth > 1)
+                                sweep_dir(top, sub, keep, data, depth - 1);
+                        continue;
+                }
+                _cleanup_free_ char *path = path_join3(top, "/", sub);
+                if (path)
+                        remove_children(path);
+                if (path && kill_and_remove(path) == 0)
+                        log_warn(NULL, "cgroup.stale_removed", "path=%s", log_q(path));
+        }
+        if (d)
+                closedir(d);
+}
+
+void cgroup_shell_sweep(struct cgroup_root *root, bool (*keep)(const char *rel, void *data),
+                        void *data)
+{
+        for (int h = 0; h < H_MAX; h++)
+                if (root->shell[h])
+                        sweep_dir(root->shell[h], "", keep, data, 2);
 }
 
 int cgroup_run_dirfd(const struct cgroup_run *run)

@@ -41,6 +41,18 @@ const char *cgroup_root_path(const struct cgroup_root *root);
  * else reused with its peak and OOM counters started afresh. */
 int cgroup_run_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
                       struct cgroup_run **ret);
+/* Names the shell jobs' parent, "lockbox-shell-<tag>" beside the daemon's
+ * own group: not removed at its stop (shell jobs outlive a restart), and
+ * the same for the next daemon of the same tag. */
+int cgroup_shell_parent(struct cgroup_root *root, const char *tag);
+/* A group below the shell jobs' parent, e.g. "shell-b3" or
+ * "shell-b3/<job>". */
+int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
+                        struct cgroup_run **ret);
+/* Groups below the shell parent, two levels deep, that keep(rel) does not
+ * claim: their processes killed, the groups removed. */
+void cgroup_shell_sweep(struct cgroup_root *root, bool (*keep)(const char *rel, void *data),
+                        void *data);
 /* v2: directory fd for clone3(CLONE_INTO_CGROUP); -1 on v1/none. */
 int cgroup_run_dirfd(const struct cgroup_run *run);
 /* v1: the cgroup.procs files of the run's groups, open for writing, for

@@ -139,6 +139,8 @@ static void setup_network(struct jailer *j)
         char err[256] = "out of memory";
         if (!c->enable_network || !config_net_namespace(c))
                 return;
+        if (c->shell_enabled)
+                shell_unplug_kept(c);
         if (net_open(c, &j->env.net, err, sizeof(err)) == 0 &&
             (j->env.resolv_conf = net_resolv_conf(j->env.net)) != NULL) {
                 char gw[32];
@@ -481,7 +483,7 @@ static void kill_all(struct jailer *j)
 {
         runs_kill_all(j->runs);
         warm_stop(j->warm);
-        shell_kill_all(j->shell);
+        shell_stop(j->shell);
 }
 
 static void begin_stop(struct jailer *j, const char *why)
@@ -493,9 +495,9 @@ static void begin_stop(struct jailer *j, const char *why)
         /* Armed runs and the zygote serve no one any more. */
         runs_stop(j->runs);
         warm_stop(j->warm);
-        /* shell jobs do not outlive the daemon (yet): calls waiting on one
-         * are answered now, so the HTTP side can finish */
-        shell_kill_all(j->shell);
+        /* calls waiting on a shell job are answered now, so the HTTP side
+         * can finish; the jobs themselves go on (shell.keep_jobs) */
+        shell_stop(j->shell);
         if (!j->http_gone)
                 kill(j->http_pid, SIGTERM);
         /* The HTTP side lets running requests finish: at most one deadline. */
@@ -593,19 +595,27 @@ static void reap_strays(struct jailer *j)
 }
 
 /* At exit nothing is tracked any more; a stray still exiting (or not yet
- * reaped) must not outlive lockboxd, so kill it and wait for it. */
-static void reap_all_children(void)
+ * reaped) must not outlive lockboxd, so kill it and wait for it. Shell
+ * jobs' keepers and bindings' inits let go alive are no strays: the next
+ * lockboxd adopts them. */
+static void reap_all_children(const struct jailer *j)
 {
         pid_t kids[512];
         int n;
         for (int round = 0; round < 64 && (n = list_children(kids, (int)ELEMENTSOF(kids))) > 0;
              round++) {
+                int strays = 0;
                 for (int i = 0; i < n; i++) {
+                        if (shell_keeps(j->shell, kids[i]))
+                                continue;
+                        strays++;
                         kill(kids[i], SIGKILL);
                         if (RETRY_EINTR(waitpid(kids[i], NULL, 0)) == kids[i])
                                 log_warn(NULL, "jailer.reaped_stray", "pid=%d at exit",
                                          (int)kids[i]);
                 }
+                if (strays == 0)
+                        break;
         }
 }
 
@@ -731,7 +741,7 @@ int jailer_run(struct jailer *j, int ctrl_fd, int log_sock, pid_t http_pid)
         }
         j->stopping = true;
         serve_pending(j); /* refused: none may be left unanswered */
-        reap_all_children();
+        reap_all_children(j);
         log_info(NULL, "jailer.stopped", "exit_code=%d", j->exit_code);
         return j->exit_code;
 }

@@ -489,6 +489,27 @@ static int check_subnet_free(struct net *n, char *err, size_t errlen)
         return r;
 }
 
+int net_unplug_namespace(int netns_fd)
+{
+        _cleanup_close_ int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (own < 0)
+                return -errno;
+        if (setns(netns_fd, CLONE_NEWNET) < 0)
+                return -errno;
+        struct rtnl r = {0};
+        int err = rtnl_open(&r);
+        struct if_nameindex *names = if_nameindex();
+        if (setns(own, CLONE_NEWNET) < 0)
+                abort(); /* the jailer would go on in another namespace */
+        for (struct if_nameindex *i = names; err == 0 && i && i->if_index; i++)
+                if (strcmp(i->if_name, "lo") != 0)
+                        err = rtnl_link_delete(&r, i->if_name);
+        if (names)
+                if_freenameindex(names);
+        rtnl_close(&r);
+        return err;
+}
+
 static bool link_forwards(const char *name)
 {
         char path[96], text[4];

@@ -40,6 +40,11 @@ int net_run_create(struct net *n, int *ret_fd, uint32_t *ret_addr, char *err, si
  * it, its link and its route in the background at once (deleting a link
  * in the jailer's loop would block it for some ms). */
 void net_run_release(struct net *n, uint32_t addr);
+/* Every link of the network namespace netns_fd but its loopback deleted
+ * (a veth's host end goes with it): a shell binding a killed lockboxd
+ * left holds the run network's link and address, which must not outlive
+ * it. 0 or -errno; the caller stays in its own namespace. */
+int net_unplug_namespace(int netns_fd);
 /* Milliseconds until net_tick has work (namespaces settling or
  * lingering), or -1; net_tick does it. n may be NULL. */
 int net_wait_ms(const struct net *n);

@@ -49,7 +49,10 @@ static _Noreturn void holder(const char *hostname, uid_t uid, int netns_fd, bool
         fd_close_from(3);
         if ((netns_fd < 0 && !host_net && loopback_up() < 0) ||
             sethostname(hostname, strlen(hostname)) < 0 || jail_identity_drop(uid, uid) < 0 ||
-            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
+            /* it outlives lockboxd (shell.keep_jobs): the drop's death
+             * signal is taken back */
+            prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) < 0)
                 _exit(1);
         int r = landlock_confine(NULL, 0, NULL, 0);
         if (r < 0 && r != -EOPNOTSUPP)

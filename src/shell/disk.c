@@ -211,4 +211,13 @@ void shell_disk_unmount(const struct config *cfg)
         if (loop >= 0 && ioctl(loop, LOOP_CLR_FD, 0) < 0 && errno != ENXIO)
                 log_warn(NULL, "shell.disk_detach_failed", "device=%s error=%s", dev,
                          log_q(strerror(errno)));
+        loop = safe_close(loop);
+        /* still held (a mount namespace of a job's being torn down), the
+         * kernel lets it go with the last user: waited for, up to 2 s, so
+         * a stop leaves no device attached */
+        char backing[128];
+        snprintf(backing, sizeof(backing), "/sys/block/loop%u/loop/backing_file",
+                 minor(st.st_dev));
+        for (int i = 0; i < 100 && access(backing, F_OK) == 0; i++)
+                poll(NULL, 0, 20);
 }

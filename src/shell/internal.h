@@ -26,6 +26,7 @@ struct job_spec {
         int out_fd;          /* output.log, O_APPEND */
         int err_fd;          /* stderr.log, O_APPEND (stdio mode) */
         int sock;            /* the keeper's end of its socket to the jailer */
+        int listen_fd;       /* bound to jobs/<id>/keeper.sock: a later jailer's way in */
         struct jail_view view;
         const char *exec_path; /* /bin/sh or the script itself */
         char *const *argv;
@@ -54,6 +55,10 @@ enum keeper_msg_type {
         KEEPER_INTERRUPT = 6, /* jailer -> keeper: type ^C on the terminal (PTY jobs), or
                                * SIGINT to the group of a stdio job when the jailer
                                * cannot signal it by pidfd (before Linux 6.9) */
+        KEEPER_ACK = 7,       /* jailer -> keeper: EXITED is on record; the keeper may go */
+        KEEPER_HELLO = 8,     /* keeper -> a jailer that connected to keeper.sock: pid =
+                               * the job's first process, its pidfd attached; EXITED
+                               * follows if the job has ended */
 };
 
 struct keeper_msg {

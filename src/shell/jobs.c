@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +42,7 @@
 #include "net/net.h"
 #include "shell/disk.h"
 #include "shell/internal.h"
+#include "shell/store.h"
 #include "shell/window.h"
 
 #define POLL_FIRST_MS 5
@@ -122,6 +125,8 @@ struct binding {
         int ns[4];             /* pid, net, ipc, uts */
         uint32_t addr;         /* its address on the run network, or 0 */
         unsigned serial;       /* names its cgroup, shell-b<serial> */
+        bool retired;          /* adopted with a network the last lockboxd took away:
+                                * its jobs go on, new ones get a new binding */
         struct cgroup_run *cg; /* the binding's group, its jobs' groups inside; or NULL */
         unsigned jobs;
         struct watch w;
@@ -175,6 +180,7 @@ struct shell {
         struct net *net;
         const char *resolv_conf;
         struct policy_prog filter;
+        struct store *store;
         int home_fd, jobs_fd;
         char *jobs_dir;
         struct job *jobs;
@@ -184,6 +190,9 @@ struct shell {
         size_t n_ro_paths;
         int64_t next_gc_ms;
         unsigned next_binding;
+        bool kept;   /* jobs left running at stop: the disk stays mounted */
+        pid_t *keep; /* their keepers and inits, which the jailer leaves at exit */
+        size_t n_keep;
 };
 
 /* ---- small pieces ------------------------------------------------------ */
@@ -233,6 +242,23 @@ static void wake_calls(struct job *j)
                         c->next_ms = 0;
 }
 
+/* The job's row (store.h), after each change a restart must know. */
+static void job_save(const struct job *j)
+{
+        struct store_job r = {.id = j->id,
+                              .mode = j->mode,
+                              .status = (int)j->status,
+                              .has_exit = j->has_exit,
+                              .exit_code = j->exit_code,
+                              .created = j->created,
+                              .started = j->started,
+                              .ended = j->ended,
+                              .home = j->home ? j->home : "",
+                              .binding = j->b ? j->b->serial : 0,
+                              .keeper = j->keeper_gone ? 0 : j->keeper_pid};
+        store_job_put(j->sh->store, &r);
+}
+
 /* A job being terminated stays running until it has ended, so no wait
  * sees it done without its exit code; then its end is "terminated". */
 static void set_status(struct job *j, uint32_t status)
@@ -241,6 +267,12 @@ static void set_status(struct job *j, uint32_t status)
                 return;
         if (j->terminating && (status == SHELL_EXITED || status == SHELL_LOST))
                 status = SHELL_TERMINATED;
+        if (status == SHELL_LOST && !j->has_exit) {
+                /* how it ended is not known: -1, never a code a script
+                 * gives (Dify's client needs a number once done) */
+                j->has_exit = true;
+                j->exit_code = -1;
+        }
         wake_calls(j);
         if ((status == SHELL_STARTING || status == SHELL_RUNNING) && j->started < 0)
                 j->started = now_s();
@@ -251,6 +283,7 @@ static void set_status(struct job *j, uint32_t status)
                 log_info(NULL, "shell.job_ended", "job=%s status=%s exit_code=%d", j->id,
                          shell_status_name(status), j->has_exit ? j->exit_code : -1);
         }
+        job_save(j);
 }
 
 /* A line for whoever reads the job's output: on a terminal in output.log,
@@ -336,7 +369,19 @@ static void reply_window(struct call *c, struct job *j, bool tail)
 
 /* ---- bindings ---------------------------------------------------------- */
 
-static void binding_free(struct binding *b)
+/* After its SIGKILL: a child of this jailer is reaped; one adopted from
+ * the last lockboxd (its parent is now init) is waited for through its
+ * pidfd, so what it held (an init's namespaces, the disk's mounts in
+ * them) is let go before this returns. */
+static void gone(int pidfd, pid_t pid)
+{
+        if (waitpid(pid, NULL, 0) == pid)
+                return;
+        struct pollfd p = {.fd = pidfd, .events = POLLIN};
+        RETRY_EINTR(poll(&p, 1, 2000));
+}
+
+static void binding_unlink(struct binding *b)
 {
         struct shell *sh = b->sh;
         for (struct binding **p = &sh->bindings; *p; p = &(*p)->next)
@@ -346,22 +391,53 @@ static void binding_free(struct binding *b)
                 }
         if (b->pidfd >= 0)
                 loop_unwatch(sh->loop, b->pidfd);
-        if (b->pidfd >= 0) {
-                syscall(SYS_pidfd_send_signal, b->pidfd, SIGKILL, NULL, 0);
-                waitpid(b->pid, NULL, 0);
-        }
+}
+
+static void binding_close(struct binding *b)
+{
         safe_close(b->pidfd);
         for (int i = 0; i < 4; i++)
                 safe_close(b->ns[i]);
-        if (b->addr)
-                net_run_release(sh->net, b->addr);
-        if (b->cg) {
-                cgroup_run_remove(b->cg);
-                cgroup_run_free(b->cg);
-        }
-        log_info(NULL, "shell.binding_ended", "binding=%s", log_q(b->key));
+        cgroup_run_free(b->cg);
         free(b->key);
         free(b);
+}
+
+/* The binding ends: its init killed (the kernel ends what is left in its
+ * namespaces), its address and groups given back, its row gone. */
+static void binding_free(struct binding *b)
+{
+        struct shell *sh = b->sh;
+        binding_unlink(b);
+        if (b->pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, b->pidfd, SIGKILL, NULL, 0);
+                gone(b->pidfd, b->pid);
+        }
+        if (b->addr)
+                net_run_release(sh->net, b->addr);
+        if (b->cg)
+                cgroup_run_remove(b->cg);
+        store_binding_delete(sh->store, b->serial);
+        log_info(NULL, "shell.binding_ended", "binding=%s", log_q(b->key));
+        binding_close(b);
+}
+
+/* The start time of a process (clock ticks since boot, /proc/PID/stat's
+ * 22nd field): with its PID, what names it across a restart. 0 if gone. */
+static uint64_t start_ticks(pid_t pid)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        ssize_t n = file_read_buf(path, buf, sizeof(buf));
+        char *p = n > 0 ? strrchr(buf, ')') : NULL;
+        unsigned long long t = 0;
+        /* after ") ": state, then 18 fields, then starttime */
+        if (p && sscanf(p + 2,
+                        "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                        "%*s %*s %*s %llu",
+                        &t) != 1)
+                t = 0;
+        return t;
 }
 
 static void on_binding_exit(void *data, uint32_t events)
@@ -378,7 +454,7 @@ static void on_binding_exit(void *data, uint32_t events)
 static int binding_get(struct shell *sh, const char *key, struct binding **ret)
 {
         for (struct binding *b = sh->bindings; b; b = b->next)
-                if (strcmp(b->key, key) == 0 && b->pidfd >= 0) {
+                if (strcmp(b->key, key) == 0 && b->pidfd >= 0 && !b->retired) {
                         *ret = b;
                         return 0;
                 }
@@ -399,7 +475,7 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
                                             .pids = sh->cfg->shell_binding_processes};
                 char name[32];
                 snprintf(name, sizeof(name), "shell-b%u", b->serial);
-                r = cgroup_run_create(sh->cg, name, &lim, &b->cg);
+                r = cgroup_shell_create(sh->cg, name, &lim, &b->cg);
         }
         if (r == 0 && sh->net_mode == SHELL_NET_NAMESPACE)
                 r = net_run_create(sh->net, &b->ns[1], &b->addr, err, sizeof(err));
@@ -425,6 +501,10 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
                 binding_free(b);
                 return r;
         }
+        store_binding_put(sh->store, &(struct store_binding){.serial = b->serial,
+                                                             .key = b->key,
+                                                             .pid = b->pid,
+                                                             .start_ticks = start_ticks(b->pid)});
         log_info(NULL, "shell.binding_started", "binding=%s pid=%d", log_q(key), (int)b->pid);
         *ret = b;
         return 0;
@@ -478,7 +558,7 @@ static void remove_job_dir(struct shell *sh, const char *id)
         unlinkat(sh->jobs_fd, id, AT_REMOVEDIR);
 }
 
-static void job_free(struct job *j)
+static void job_unlink(struct job *j)
 {
         struct shell *sh = j->sh;
         for (struct job **p = &sh->jobs; *p; p = &(*p)->next)
@@ -486,14 +566,14 @@ static void job_free(struct job *j)
                         *p = j->next;
                         break;
                 }
-        job_kill(j);
         if (j->sock >= 0)
                 loop_unwatch(sh->loop, j->sock);
-        if (j->keeper_pidfd >= 0) {
-                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+        if (j->keeper_pidfd >= 0)
                 loop_unwatch(sh->loop, j->keeper_pidfd);
-                waitpid(j->keeper_pid, NULL, 0);
-        }
+}
+
+static void job_close(struct job *j)
+{
         safe_close(j->sock);
         safe_close(j->keeper_pidfd);
         safe_close(j->pidfd);
@@ -501,11 +581,25 @@ static void job_free(struct job *j)
         safe_close(j->dirfd);
         cgroup_run_free(j->cg);
         free(j->home);
-        remove_job_dir(sh, j->id);
-        if (j->b && --j->b->jobs == 0)
-                binding_free(j->b);
-        log_info(NULL, "shell.job_removed", "job=%s", j->id);
         free(j);
+}
+
+static void job_free(struct job *j)
+{
+        struct shell *sh = j->sh;
+        job_unlink(j);
+        job_kill(j);
+        if (j->keeper_pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+                gone(j->keeper_pidfd, j->keeper_pid);
+        }
+        remove_job_dir(sh, j->id);
+        store_job_delete(sh->store, j->id);
+        struct binding *b = j->b;
+        log_info(NULL, "shell.job_removed", "job=%s", j->id);
+        job_close(j);
+        if (b && --b->jobs == 0)
+                binding_free(b);
 }
 
 /* ^C: typed on its terminal by the keeper (the line discipline signals
@@ -554,6 +648,7 @@ static void on_keeper_msg(void *data, uint32_t events)
         m.step[sizeof(m.step) - 1] = '\0';
         switch (m.type) {
         case KEEPER_STARTED:
+        case KEEPER_HELLO: /* a keeper adopted at start: the job is running */
                 j->pid = m.pid;
                 if (nf == 1 && j->pidfd < 0)
                         j->pidfd = TAKE_FD(fd);
@@ -586,6 +681,9 @@ static void on_keeper_msg(void *data, uint32_t events)
                         j->exit_code = m.code;
                 }
                 set_status(j, SHELL_EXITED);
+                /* on record: the keeper may go */
+                channel_send(j->sock, &(struct keeper_msg){.type = KEEPER_ACK},
+                             sizeof(struct keeper_msg), NULL, 0);
                 break;
         default:
                 break;
@@ -608,6 +706,27 @@ static void on_keeper_exit(void *data, uint32_t events)
 }
 
 /* ---- starting a job ---------------------------------------------------- */
+
+/* The keeper's socket, jobs/<id>/keeper.sock, named through the job
+ * directory's descriptor (a path of any length): bound for a new keeper
+ * (which listens on it), or connected to by a jailer that adopts one. */
+static int keeper_socket(const struct job *j, int *ret, bool connect_to)
+{
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d/keeper.sock", j->dirfd);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        int r = connect_to ? connect(fd, (struct sockaddr *)&a, sizeof(a))
+                           : bind(fd, (struct sockaddr *)&a, sizeof(a));
+        if (r < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret = fd;
+        return 0;
+}
 
 /* path is absolute and lexically clean (no "", "." or ".." component, no
  * trailing "/"), and home or below it: *ret_rel is the part after home
@@ -1032,7 +1151,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
         char *argv_sh[] = {sh_name, script_path, NULL};
         char *argv_self[] = {script_path, NULL};
         int pair[2] = {-1, -1}, procs[2] = {-1, -1};
-        _cleanup_close_ int out_fd = -1, err_fd = -1, file_fd = -1;
+        _cleanup_close_ int out_fd = -1, err_fd = -1, file_fd = -1, listen_fd = -1;
         out_fd = openat(j->dirfd, "output.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         err_fd = openat(j->dirfd, "stderr.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         if (out_fd < 0 || err_fd < 0)
@@ -1051,11 +1170,13 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
         snprintf(cgname, sizeof(cgname), "shell-b%u/%s", j->b->serial, j->id);
         int r = cgroup_root_mode(sh->cg) == CGROUP_NONE
                     ? 0
-                    : cgroup_run_create(sh->cg, cgname, &lim, &j->cg);
+                    : cgroup_shell_create(sh->cg, cgname, &lim, &j->cg);
         if (r == 0 && j->cg)
                 r = cgroup_run_procs_fds(j->cg, procs);
         if (r == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 r = -errno;
+        if (r == 0)
+                r = keeper_socket(j, &listen_fd, false);
         if (r < 0)
                 goto out;
         bool ll_on = strcmp(cfg->shell_path_isolation, "true") == 0;
@@ -1102,6 +1223,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
             .out_fd = out_fd,
             .err_fd = err_fd,
             .sock = pair[1],
+            .listen_fd = listen_fd,
             .view = {.ro_paths = (const char *const *)sh->ro_paths,
                      .n_ro_paths = sh->n_ro_paths,
                      .rw = all_rw,
@@ -1136,8 +1258,9 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                 goto out;
         }
         if (pid == 0) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+                /* no PR_SET_PDEATHSIG: the job outlives lockboxd */
                 int keep[] = {spec.sock,
+                              listen_fd,
                               out_fd,
                               err_fd,
                               procs[0],
@@ -1719,35 +1842,336 @@ unsigned shell_jobs(const struct shell *sh)
         return n;
 }
 
-void shell_kill_all(struct shell *sh)
+/* lockboxd stops with shell.keep_jobs: the jobs and their bindings go on
+ * (keepers, inits, groups and the disk stay), only this process's hold on
+ * them ends; the next start adopts them. */
+static void detach_all(struct shell *sh)
+{
+        /* a binding with nothing running (its jobs over, none left a
+         * process) ends now; its jobs' records and output stay */
+        for (struct binding *b = sh->bindings, *next; b; b = next) {
+                next = b->next;
+                bool live = false;
+                for (const struct job *j = sh->jobs; j && !live; j = j->next)
+                        live = j->b == b && (!terminal(j) || !j->keeper_gone ||
+                                             (j->cg && cgroup_run_count(j->cg) > 0));
+                if (live)
+                        continue;
+                log_info(NULL, "shell.binding_idle", "binding=%s", log_q(b->key));
+                for (struct job *j = sh->jobs; j; j = j->next)
+                        if (j->b == b) {
+                                if (j->cg)
+                                        cgroup_run_remove(j->cg);
+                                j->cg = cgroup_run_free(j->cg);
+                                j->b = NULL;
+                        }
+                binding_free(b);
+        }
+        size_t n = 0;
+        for (struct job *j = sh->jobs; j; j = j->next)
+                n++;
+        for (struct binding *b = sh->bindings; b; b = b->next)
+                n++;
+        pid_t *keep = reallocarray(sh->keep, sh->n_keep + n, sizeof(pid_t));
+        if (keep)
+                sh->keep = keep;
+        while (sh->jobs) {
+                struct job *j = sh->jobs;
+                if (keep && !j->keeper_gone)
+                        sh->keep[sh->n_keep++] = j->keeper_pid;
+                job_unlink(j);
+                job_close(j);
+                sh->kept = true;
+        }
+        while (sh->bindings) {
+                struct binding *b = sh->bindings;
+                if (keep)
+                        sh->keep[sh->n_keep++] = b->pid;
+                binding_unlink(b);
+                binding_close(b);
+                sh->kept = true;
+        }
+}
+
+bool shell_keeps(const struct shell *sh, pid_t pid)
+{
+        for (size_t i = 0; sh && i < sh->n_keep; i++)
+                if (sh->keep[i] == pid)
+                        return true;
+        return false;
+}
+
+void shell_stop(struct shell *sh)
 {
         if (!sh)
                 return;
+        for (struct call *c = sh->calls; c; c = c->next)
+                if (c->state != CALL_DONE)
+                        reply_error(c, 503, "unavailable", "lockboxd is stopping");
+        if (sh->cfg->shell_keep_jobs && (sh->jobs || sh->bindings)) {
+                log_info(NULL, "shell.jobs_kept", "jobs=%u", shell_jobs(sh));
+                detach_all(sh);
+                return;
+        }
         while (sh->jobs)
                 job_free(sh->jobs);
         while (sh->bindings)
                 binding_free(sh->bindings);
-        for (struct call *c = sh->calls; c; c = c->next)
-                if (c->state != CALL_DONE)
-                        reply_error(c, 503, "unavailable", "lockboxd is stopping");
 }
 
 /* ---- start-up ---------------------------------------------------------- */
+
+/* What the last lockboxd left (its rows in shell.db): bindings whose init
+ * is still the process it started (PID and start time), and jobs, whose
+ * keepers are asked in (a keeper that does not answer is gone: its job,
+ * if it was not over, is lost). Then rows, groups and job directories that
+ * nothing claims are removed, and the rows written again. */
+static void adopt_binding(const struct store_binding *row, void *data)
+{
+        struct shell *sh = data;
+        if (row->serial > sh->next_binding)
+                sh->next_binding = row->serial;
+        int pidfd = (int)syscall(SYS_pidfd_open, row->pid, 0);
+        if (pidfd < 0 || row->start_ticks == 0 || start_ticks(row->pid) != row->start_ticks) {
+                safe_close(pidfd);
+                return;
+        }
+        struct binding *b = calloc(1, sizeof(*b));
+        if (!b || !(b->key = strdup(row->key))) {
+                free(b);
+                close(pidfd);
+                return;
+        }
+        *b = (struct binding){.sh = sh,
+                              .key = b->key,
+                              .pid = row->pid,
+                              .pidfd = pidfd,
+                              .ns = {-1, -1, -1, -1},
+                              .serial = row->serial,
+                              /* the last lockboxd's network went with it */
+                              .retired = sh->net_mode == SHELL_NET_NAMESPACE};
+        static const char *const names[] = {"pid", "net", "ipc", "uts"};
+        for (int i = 0; i < 4 && !b->retired; i++) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)b->pid, names[i]);
+                if ((b->ns[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+                        b->retired = true;
+        }
+        char name[32];
+        struct cgroup_limits lim = {.memory_bytes = sh->cfg->shell_binding_memory_bytes,
+                                    .pids = sh->cfg->shell_binding_processes};
+        snprintf(name, sizeof(name), "shell-b%u", b->serial);
+        if (cgroup_root_mode(sh->cg) != CGROUP_NONE)
+                cgroup_shell_create(sh->cg, name, &lim, &b->cg);
+        b->w = (struct watch){.fn = on_binding_exit, .data = b};
+        loop_watch(sh->loop, b->pidfd, &b->w);
+        b->next = sh->bindings;
+        sh->bindings = b;
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/* The job's keeper, if it is there: connected, from root (it listened
+ * before giving root up), watched. */
+static void adopt_keeper(struct job *j)
+{
+        int fd = -1;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        if (keeper_socket(j, &fd, true) < 0)
+                return;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0) {
+                close(fd);
+                return;
+        }
+        len = sizeof(j->keeper_pidfd);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &j->keeper_pidfd, &len) < 0)
+                j->keeper_pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+        j->keeper_pid = cred.pid;
+        j->keeper_gone = false;
+        j->sock = fd;
+        j->w_sock = (struct watch){.fn = on_keeper_msg, .data = j};
+        j->w_keeper = (struct watch){.fn = on_keeper_exit, .data = j};
+        loop_watch(j->sh->loop, j->sock, &j->w_sock);
+        if (j->keeper_pidfd >= 0)
+                loop_watch(j->sh->loop, j->keeper_pidfd, &j->w_keeper);
+}
+
+static void adopt_job(const struct store_job *row, void *data)
+{
+        struct shell *sh = data;
+        if (strlen(row->id) != SHELL_JOB_ID_LEN || strchr(row->id, '/') || row->id[0] == '.')
+                return;
+        struct job *j = calloc(1, sizeof(*j));
+        if (!j)
+                return;
+        int64_t now = now_s(), mono = monotonic_ms();
+        *j = (struct job){.sh = sh,
+                          .mode = row->mode == SHELL_MODE_STDIO ? SHELL_MODE_STDIO : SHELL_MODE_PTY,
+                          .status = (uint32_t)row->status,
+                          .has_exit = row->has_exit,
+                          .exit_code = row->exit_code,
+                          .created = row->created,
+                          .started = row->started,
+                          .ended = row->ended,
+                          .kill_at_ms = -1,
+                          .keeper_pidfd = -1,
+                          .pidfd = -1,
+                          .sock = -1,
+                          .keeper_gone = true,
+                          .home = strdup(row->home)};
+        memcpy(j->id, row->id, SHELL_JOB_ID_LEN);
+        j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        j->out_rfd =
+            j->dirfd < 0 ? -1 : openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (j->out_rfd < 0 || !j->home) {
+                job_close(j); /* its files are gone: nothing to show */
+                return;
+        }
+        int64_t since = j->started >= 0 ? j->started : j->created;
+        j->deadline_ms = mono + (since + sh->cfg->shell_job_timeout - now) * 1000;
+        j->ended_ms = mono - (now - (j->ended >= 0 ? j->ended : now)) * 1000;
+        for (struct binding *b = sh->bindings; b; b = b->next)
+                if (b->serial == row->binding) {
+                        j->b = b;
+                        b->jobs++;
+                }
+        if (j->b && cgroup_root_mode(sh->cg) != CGROUP_NONE) {
+                char name[64];
+                struct cgroup_limits lim = {.memory_bytes = sh->cfg->shell_memory_bytes,
+                                            .pids = sh->cfg->shell_processes};
+                snprintf(name, sizeof(name), "shell-b%u/%s", j->b->serial, j->id);
+                cgroup_shell_create(sh->cg, name, &lim, &j->cg);
+        }
+        j->next = sh->jobs;
+        sh->jobs = j;
+        /* a keeper whose job ended may still wait for its exit to be on
+         * record, even where the row says it is */
+        adopt_keeper(j);
+        if (j->sock < 0 && !terminal(j)) {
+                log_warn(NULL, "shell.job_lost", "job=%s reason=\"its keeper is gone\"", j->id);
+                set_status(j, SHELL_LOST);
+        }
+}
+
+/* Before the run network is built: bindings the last lockboxd left (a
+ * kill gives it no time to take their links back) hold links and
+ * addresses of its network, which the new one needs; they are taken out
+ * of their namespaces, which keep their loopback. */
+static void unplug_binding(const struct store_binding *row, void *data)
+{
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, row->pid, 0);
+        if (pidfd < 0 || row->start_ticks == 0 || start_ticks(row->pid) != row->start_ticks)
+                return;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)row->pid);
+        _cleanup_close_ int ns = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat a, b;
+        if (ns < 0 || fstat(ns, &a) < 0 || stat("/proc/self/ns/net", &b) < 0 ||
+            a.st_ino == b.st_ino)
+                return; /* the host's own (network.mode host) */
+        int r = net_unplug_namespace(ns);
+        log_info(NULL, "shell.binding_unplugged", "binding=%s error=%s", log_q(row->key),
+                 log_q(r < 0 ? strerror(-r) : "none"));
+}
+
+static void skip_job(const struct store_job *row, void *data)
+{
+}
+
+void shell_unplug_kept(const struct config *cfg)
+{
+        char path[PATH_MAX], err[256];
+        struct store *st = NULL;
+        snprintf(path, sizeof(path), "%s/shell.db", cfg->shell_state_dir);
+        if (access(path, F_OK) < 0 || store_open(path, &st, err, sizeof(err)) < 0)
+                return;
+        store_load(st, unplug_binding, skip_job, NULL);
+        store_close(st);
+}
+
+static bool claimed(const char *rel, void *data)
+{
+        const struct shell *sh = data;
+        unsigned serial;
+        int n = 0;
+        if (sscanf(rel, "shell-b%u%n", &serial, &n) != 1)
+                return false;
+        for (const struct binding *b = sh->bindings; b; b = b->next)
+                if (b->serial == serial && b->cg) {
+                        if (rel[n] == '\0')
+                                return true;
+                        for (const struct job *j = sh->jobs; j; j = j->next)
+                                if (j->b == b && strcmp(rel + n + 1, j->id) == 0)
+                                        return true;
+                }
+        return false;
+}
 
 static void empty_jobs_dir(struct shell *sh)
 {
         DIR *d = opendir(sh->jobs_dir);
         struct dirent *de;
         unsigned n = 0;
-        while (d && (de = readdir(d)))
-                if (de->d_name[0] != '.') {
-                        remove_job_dir(sh, de->d_name);
-                        n++;
-                }
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.' || job_find(sh, de->d_name))
+                        continue;
+                remove_job_dir(sh, de->d_name);
+                n++;
+        }
         if (d)
                 closedir(d);
         if (n)
                 log_warn(NULL, "shell.stale_jobs_removed", "count=%u", n);
+}
+
+static int adopt(struct shell *sh, char *err, size_t errlen)
+{
+        /* the groups' parent is named after shell.state_dir (FNV-1a), so
+         * that daemons with state of their own never sweep each other's */
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (const char *p = sh->cfg->shell_state_dir; *p; p++)
+                h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+        char tag[17];
+        snprintf(tag, sizeof(tag), "%016llx", (unsigned long long)h);
+        if (cgroup_root_mode(sh->cg) != CGROUP_NONE && cgroup_shell_parent(sh->cg, tag) < 0)
+                return -ENOMEM;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/shell.db", sh->cfg->shell_state_dir);
+        int r = store_open(path, &sh->store, err, errlen);
+        if (r < 0)
+                return r;
+        if (store_load(sh->store, adopt_binding, adopt_job, sh) < 0) {
+                snprintf(err, errlen, "shell jobs: %s: cannot read the records", path);
+                return -EIO;
+        }
+        for (struct binding *b = sh->bindings, *next; b; b = next) {
+                next = b->next;
+                if (b->jobs == 0)
+                        binding_free(b);
+        }
+        if (cgroup_root_mode(sh->cg) != CGROUP_NONE)
+                cgroup_shell_sweep(sh->cg, claimed, sh);
+        empty_jobs_dir(sh);
+        store_rewrite_begin(sh->store);
+        unsigned jobs = 0, live = 0, bindings = 0;
+        for (struct binding *b = sh->bindings; b; b = b->next, bindings++)
+                store_binding_put(sh->store,
+                                  &(struct store_binding){.serial = b->serial,
+                                                          .key = b->key,
+                                                          .pid = b->pid,
+                                                          .start_ticks = start_ticks(b->pid)});
+        for (struct job *j = sh->jobs; j; j = j->next, jobs++) {
+                job_save(j);
+                live += !j->keeper_gone;
+        }
+        store_rewrite_end(sh->store);
+        if (jobs || bindings)
+                log_info(NULL, "shell.adopted", "jobs=%u keepers=%u bindings=%u", jobs, live,
+                         bindings);
+        return 0;
 }
 
 static int mkdir_owned(const char *path, mode_t mode, uid_t uid)
@@ -1831,7 +2255,10 @@ int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t 
                 shell_free(sh);
                 return r;
         }
-        empty_jobs_dir(sh);
+        if ((r = adopt(sh, err, errlen)) < 0) {
+                shell_free(sh);
+                return r;
+        }
         sh->next_gc_ms = monotonic_ms() + GC_EVERY_MS;
         log_info(NULL, "shell.ready", "home=%s state_dir=%s uid=%d network=%s",
                  log_q(cfg->shell_home), log_q(cfg->shell_state_dir), cfg->shell_uid,
@@ -1844,14 +2271,17 @@ struct shell *shell_free(struct shell *sh)
 {
         if (!sh)
                 return NULL;
-        shell_kill_all(sh);
+        shell_stop(sh);
         while (sh->calls)
                 call_free(sh->calls);
         policy_prog_free(&sh->filter);
         safe_close(sh->home_fd);
-        shell_disk_unmount(sh->cfg);
+        if (!sh->kept)
+                shell_disk_unmount(sh->cfg);
+        sh->store = store_close(sh->store);
         safe_close(sh->jobs_fd);
         free(sh->ro_paths);
+        free(sh->keep);
         free(sh->jobs_dir);
         free(sh);
         return NULL;

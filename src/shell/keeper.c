@@ -5,7 +5,14 @@
  * made plain text by sanitize.c), types the input the jailer sends,
  * answers the job's forbidden system calls with EPERM while telling the
  * jailer, and reports the exit once every byte is written. It never opens
- * a file after its start: Landlock leaves it none. */
+ * a file after its start: Landlock leaves it none.
+ *
+ * It outlives the jailer: when lockboxd stops or dies the job goes on,
+ * and the next lockboxd connects to the socket the keeper listens on
+ * (jobs/<id>/keeper.sock in the root-only state directory; a connection
+ * is taken only from root). A keeper whose job has ended stays until a
+ * jailer has acknowledged the exit, so no exit code is lost while
+ * lockboxd is down. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -45,6 +52,7 @@ struct keeper {
         const struct job_spec *s;
         pid_t pid;
         int pidfd, master, out_r, err_r, listener;
+        int sock; /* to the jailer, -1 while none is connected */
         struct sanitizer *san;
         int64_t written;     /* bytes in output.log */
         int64_t err_written; /* bytes in stderr.log */
@@ -58,7 +66,28 @@ struct keeper {
 static void tell(const struct keeper *k, const struct keeper_msg *m)
 {
         /* the jailer may be gone (it restarts): the job goes on */
-        channel_send(k->s->sock, m, sizeof(*m), NULL, 0);
+        if (k->sock >= 0)
+                channel_send(k->sock, m, sizeof(*m), NULL, 0);
+}
+
+/* A jailer connects (a lockboxd started after the one that made the job):
+ * taken only from root, it replaces the old connection and hears who the
+ * job is (and how it ended, if it has). */
+static void on_connect(struct keeper *k)
+{
+        int fd = accept4(k->s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0) {
+                close(fd);
+                return;
+        }
+        safe_close(k->sock);
+        k->sock = fd;
+        struct keeper_msg m = {.type = KEEPER_HELLO, .pid = k->pid};
+        channel_send(k->sock, &m, sizeof(m), &k->pidfd, 1);
 }
 
 static _Noreturn void fail(const struct job_spec *s, const char *step, int error)
@@ -181,9 +210,12 @@ static void on_jailer(struct keeper *k)
         struct keeper_msg m;
         int fd = -1;
         size_t nf = 0;
-        int r = channel_recv(k->s->sock, &m, sizeof(m), &fd, 1, &nf);
-        if (r <= 0)
+        int r = channel_recv(k->sock, &m, sizeof(m), &fd, 1, &nf);
+        if (r <= 0) {
+                if (r != -EAGAIN) /* gone: the next one connects */
+                        k->sock = safe_close(k->sock);
                 return;
+        }
         if (m.type == KEEPER_INPUT && nf == 1)
                 queue_input(k, fd);
         else if (m.type == KEEPER_INTERRUPT && k->master >= 0)
@@ -301,7 +333,10 @@ static void await_child(struct keeper *k, int sync)
 static void give_up_root(const struct job_spec *s)
 {
         int r = jail_identity_drop(s->view.uid, s->view.gid);
-        if (r == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        /* not dumpable; and it outlives lockboxd: the drop's death signal
+         * is taken back */
+        if (r == 0 &&
+            (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) < 0))
                 r = -errno;
         if (r == 0) {
                 r = landlock_confine(NULL, 0, NULL, 0);
@@ -314,11 +349,11 @@ static void give_up_root(const struct job_spec *s)
 
 static void loop(struct keeper *k)
 {
-        bool out_open = true, err_open = k->err_r >= 0, jailer_open = true;
+        bool out_open = true, err_open = k->err_r >= 0;
         int64_t quiet_since = -1, exited_at = -1;
         for (;;) {
-                struct pollfd p[6];
-                int n = 0, i_out = -1, i_err = -1, i_pid = -1, i_lis = -1, i_sock = -1;
+                struct pollfd p[7];
+                int n = 0, i_out = -1, i_err = -1, i_pid = -1, i_lis = -1, i_sock = -1, i_con;
                 int src = k->master >= 0 ? k->master : k->out_r;
                 if (out_open) {
                         i_out = n;
@@ -335,10 +370,12 @@ static void loop(struct keeper *k)
                 }
                 i_lis = n;
                 p[n++] = (struct pollfd){.fd = k->listener, .events = POLLIN};
-                if (jailer_open) {
+                if (k->sock >= 0) {
                         i_sock = n;
-                        p[n++] = (struct pollfd){.fd = k->s->sock, .events = POLLIN};
+                        p[n++] = (struct pollfd){.fd = k->sock, .events = POLLIN};
                 }
+                i_con = n;
+                p[n++] = (struct pollfd){.fd = k->s->listen_fd, .events = POLLIN};
                 int timeout = -1;
                 if (k->partial)
                         timeout = PARTIAL_FLUSH_MS;
@@ -368,7 +405,9 @@ static void loop(struct keeper *k)
                 if (i_sock >= 0 && (p[i_sock].revents & POLLIN))
                         on_jailer(k);
                 else if (i_sock >= 0 && (p[i_sock].revents & (POLLHUP | POLLERR)))
-                        jailer_open = false;
+                        k->sock = safe_close(k->sock);
+                if (p[i_con].revents & POLLIN)
+                        on_connect(k);
                 if (i_pid >= 0 && (p[i_pid].revents & POLLIN))
                         on_exit_status(k);
                 if (!k->exited)
@@ -394,10 +433,46 @@ static void loop(struct keeper *k)
         }
 }
 
+/* The exit, told until a jailer acknowledges it: the one that made the
+ * job, or a later one if lockboxd is down meanwhile. */
+static _Noreturn void report_exit(struct keeper *k)
+{
+        struct keeper_msg m = {.type = KEEPER_EXITED, .code = k->code, .pid = k->pid};
+        tell(k, &m);
+        for (;;) {
+                struct pollfd p[2] = {{.fd = k->s->listen_fd, .events = POLLIN},
+                                      {.fd = k->sock, .events = POLLIN}};
+                if (RETRY_EINTR(poll(p, k->sock >= 0 ? 2 : 1, -1)) < 0)
+                        _exit(1);
+                if (p[0].revents & POLLIN) {
+                        on_connect(k);
+                        tell(k, &m);
+                        continue;
+                }
+                if (k->sock < 0 || !(p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+                        continue;
+                struct keeper_msg in;
+                int fd = -1;
+                size_t nf = 0;
+                int r = channel_recv(k->sock, &in, sizeof(in), &fd, 1, &nf);
+                if (nf == 1)
+                        close(fd);
+                if (r == 1 && in.type == KEEPER_ACK)
+                        _exit(0);
+                if (r == 0 || (r < 0 && r != -EAGAIN))
+                        k->sock = safe_close(k->sock);
+        }
+}
+
 _Noreturn void keeper_main(const struct job_spec *s)
 {
-        struct keeper k = {
-            .s = s, .pidfd = -1, .master = -1, .out_r = -1, .err_r = -1, .listener = -1};
+        struct keeper k = {.s = s,
+                           .pidfd = -1,
+                           .master = -1,
+                           .out_r = -1,
+                           .err_r = -1,
+                           .listener = -1,
+                           .sock = s->sock};
         strbuf_init(&k.input, 0);
         prctl(PR_SET_NAME, "lockbox-keeper", 0, 0, 0);
         sigset_t none;
@@ -420,7 +495,10 @@ _Noreturn void keeper_main(const struct job_spec *s)
         if (r < 0)
                 fail(s, "clone", -r);
         /* root is not needed past the clone: given up before the job's own
-         * code can run (its exec ends the sync below) */
+         * code can run (its exec ends the sync below); a later jailer's
+         * connection shows the keeper's credentials from listen(), root's */
+        if (listen(s->listen_fd, 4) < 0)
+                fail(s, "keeper-listen", errno);
         give_up_root(s);
         await_child(&k, sync);
         if (k.master >= 0)
@@ -432,7 +510,7 @@ _Noreturn void keeper_main(const struct job_spec *s)
         /* with the pidfd of the job's first process: the jailer signals its
          * group through it */
         struct keeper_msg m = {.type = KEEPER_STARTED, .pid = k.pid};
-        channel_send(s->sock, &m, sizeof(m), &k.pidfd, 1);
+        channel_send(k.sock, &m, sizeof(m), &k.pidfd, 1);
         loop(&k);
         flush_partial(&k, true);
         if (!k.exited) { /* the loop broke: collect the status anyway */
@@ -440,7 +518,8 @@ _Noreturn void keeper_main(const struct job_spec *s)
                 waitid(P_PIDFD, (id_t)k.pidfd, &si, WEXITED);
                 k.code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
         }
-        m = (struct keeper_msg){.type = KEEPER_EXITED, .code = k.code, .pid = k.pid};
-        tell(&k, &m);
-        _exit(0);
+        /* the job's processes that are left get ENOSYS for a forbidden
+         * call from now on, not a wait for an answer */
+        k.listener = safe_close(k.listener);
+        report_exit(&k);
 }

@@ -39,7 +39,15 @@ bool shell_owns(const struct shell *sh, pid_t pid);
 int shell_wait_ms(const struct shell *sh);
 /* Timers: parked waits, grace periods, job time limits, retention. */
 void shell_tick(struct shell *sh);
-/* Stop: every job killed, every binding ended. */
-void shell_kill_all(struct shell *sh);
+/* Stop: calls answered 503; with shell.keep_jobs the jobs and bindings
+ * are let go alive (the next start adopts them), else every job killed and
+ * every binding ended. */
+void shell_stop(struct shell *sh);
+/* Before the run network is built at start: bindings a killed lockboxd
+ * left lose the links of its network (shell jobs' records read). */
+void shell_unplug_kept(const struct config *cfg);
+/* Processes shell_stop let go alive (keepers, bindings' inits): the
+ * jailer must leave them at its exit, for the next start to adopt. */
+bool shell_keeps(const struct shell *sh, pid_t pid);
 /* Jobs and bindings alive (the jailer waits for none at exit). */
 unsigned shell_jobs(const struct shell *sh);

@@ -578,7 +578,18 @@ def module_daemon_factory(_session_tmp):
 from shellclient import ShellClient, ShellError  # noqa: E402,F401  (tests/ is on sys.path)
 
 SHELL_TOKEN = "shell-token-4be1c0ffee-" + str(os.getpid())
-SHELL_DEFAULTS = {"max_jobs": 8, "processes": 128, "memory": "256M"}
+# keep_jobs off: a suite's stop must end every job (test_shell_restart.py
+# turns it on, the default, to see jobs outlive the daemon)
+SHELL_DEFAULTS = {"max_jobs": 8, "processes": 128, "memory": "256M", "keep_jobs": False}
+
+
+def shell_cgroup_tag(state_dir):
+    """The name lockboxd gives its shell jobs' cgroup parent,
+    lockbox-shell-<FNV-1a 64 of shell.state_dir>."""
+    h = 0xcbf29ce484222325
+    for b in state_dir.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"lockbox-shell-{h:016x}"
 SHELL_WARM = {"python_pool": 1, "nodejs_pool": 0}
 
 
@@ -655,11 +666,20 @@ class ShellDaemon(Daemon):
     def shell_processes(self):
         return processes_in_uid_range(self.shell_uid, self.shell_uid)
 
+    def shell_cgroup_parents(self):
+        """Where the daemon keeps its bindings' and jobs' cgroups (beside
+        its own groups, named after shell.state_dir)."""
+        tag = shell_cgroup_tag(self.state_dir)
+        return [os.path.join(os.path.dirname(d), tag) for d in self.cgroup_dirs.values()]
+
     def shell_cgroups(self):
-        """Cgroups of bindings and jobs (shell-*, and the groups in them)
-        in the daemon's groups, or named after a job this suite ran beside
-        them."""
+        """Cgroups of bindings and jobs (below the shell parent; shell-*,
+        and the groups in them, in the daemon's groups), or named after a
+        job this suite ran beside them."""
         found = []
+        for p in self.shell_cgroup_parents():
+            for dirpath, dirnames, _ in os.walk(p, onerror=lambda e: None):
+                found += [os.path.join(dirpath, n) for n in dirnames]
         ids = set(self.client.seen) if self.client else set()
         for d in self.cgroup_dirs.values():
             for dirpath, dirnames, _ in os.walk(d, onerror=lambda e: None):
@@ -720,7 +740,8 @@ class ShellDaemon(Daemon):
         super().assert_nothing_left(kids)
         procs = self.shell_processes()
         assert not procs, f"processes of the jobs' UID {self.shell_uid} outlived the daemon: {procs}"
-        cgroups = self.shell_cgroups()
+        cgroups = self.shell_cgroups() + [p for p in self.shell_cgroup_parents()
+                                          if os.path.exists(p)]
         assert not cgroups, f"job cgroups outlived the daemon: {cgroups}"
         dirs = self.job_dirs()
         assert not dirs, f"job directories outlived the daemon: {dirs}"
@@ -746,11 +767,42 @@ def start_shell_daemon(parent, shell=None, env=None, **config):
         raise
 
 
+def scrub_shell_daemon(d):
+    """After a failed test: what a shell daemon may have left (jobs it
+    kept, their cgroups, its home's mount and loop device) is removed, so
+    one failure does not leak into the machine or the next tests. Only
+    processes of the daemon's own jobs' UID are killed."""
+    for pid, _, _ in d.shell_processes():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for parent in d.shell_cgroup_parents() if d.cgroup_dirs else []:
+        for dirpath, _, _ in sorted(os.walk(parent), key=lambda w: -len(w[0])):
+            for _ in range(100):
+                try:
+                    os.rmdir(dirpath)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+    if os.path.ismount(d.home):
+        subprocess.run(["umount", "-l", d.home], check=False)
+    for b in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            if open(b).read().startswith(d.root + "/"):
+                subprocess.run(["losetup", "-d", "/dev/" + b.split("/")[3]], check=False)
+        except OSError:
+            pass
+
+
 def stop_shell_daemon(d):
     try:
         d.stop()  # SIGTERM, exit 0, nothing left
     finally:
         d.kill_hard()
+        scrub_shell_daemon(d)
         shutil.rmtree(d.root, ignore_errors=True)
 
 
