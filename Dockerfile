@@ -3,6 +3,7 @@
 #
 #   docker build -t lockbox:0.1.0 .
 #   docker build --build-arg DEBIAN_IMAGE=debian:trixie-slim -t lockbox:0.1.0-trixie .
+#   docker build --build-arg SHELL_TOOLS=1 -t lockbox:0.1.0-shell .   # shell jobs
 #
 # The container needs a few capabilities and no seccomp/AppArmor profile of
 # Docker's; run it as docs/DEPLOY.md says (or with deploy/docker-compose.yaml),
@@ -71,6 +72,35 @@ RUN apt-get update \
 # The two links above let old Dify config files that name
 # python_path: /usr/local/bin/python3 or nodejs_path: /usr/local/bin/node
 # start unchanged; both are inside /usr, which every run sees.
+
+# Tools for shell jobs (shell.enabled, Dify's local_sandbox): only with
+# --build-arg SHELL_TOOLS=1, so the code sandbox image does not grow for
+# operators who run no shell jobs (the step is then a no-op). The tools a
+# job's PATH finds in the reference image: Debian's packages, pip in
+# python3-pip above, npm (Debian's, for Node.js 18) and pnpm from npm
+# (PNPM_VERSION: 10.x is the last line that runs on Node.js 18), e2fsprogs
+# for shell.disk_size. uv is not installed: Debian 12 has no package of it
+# and it is not on npm (docs/DEPLOY.md). NPM_REGISTRY: a mirror of the npm
+# registry; NPM_CA_PEM: PEM certificates npm trusts besides the system's
+# for that one install (a TLS-intercepting proxy), not kept in the image.
+ARG SHELL_TOOLS=0
+ARG PNPM_VERSION=10.34.8
+ARG NPM_REGISTRY=https://registry.npmjs.org/
+ARG NPM_CA_PEM=
+RUN if [ "$SHELL_TOOLS" = 1 ]; then \
+        apt-get update \
+     && apt-get install -y --no-install-recommends \
+            bash ca-certificates curl file git iproute2 jq less openssh-client \
+            procps ripgrep unzip xz-utils zip python3-venv npm e2fsprogs \
+     && rm -rf /var/lib/apt/lists/* \
+     && cat /etc/ssl/certs/ca-certificates.crt > /tmp/npm-ca.pem \
+     && printf '%s\n' "$NPM_CA_PEM" >> /tmp/npm-ca.pem \
+     && npm_config_cafile=/tmp/npm-ca.pem npm_config_registry="$NPM_REGISTRY" \
+        npm install --global --no-audit --no-fund --no-update-notifier "pnpm@$PNPM_VERSION" \
+     && npm cache clean --force \
+     && rm -rf /tmp/npm-ca.pem /root/.npm \
+     && pnpm --version; \
+    fi
 
 # lockbox-pyzygote must sit next to lockboxd (found through /proc/self/exe).
 COPY --from=build /src/build/lockboxd /src/build/lockbox-pyzygote /src/build/lockbox \

@@ -116,8 +116,63 @@ static int make_image(const struct config *cfg, const char *img, char *err, size
         return 0;
 }
 
+/* Attach the image (file) to the loop device dev and mount it at home: 0;
+ * -EBUSY when the device is taken; -ENOENT, -EPERM or -EACCES when the
+ * node is absent or refused (a container sees only the devices it was
+ * given); any other error with a message in err. */
+static int loop_try(const char *dev, int file, const char *home, char *err, size_t errlen)
+{
+        _cleanup_close_ int loop = open(dev, O_RDWR | O_CLOEXEC);
+        if (loop < 0)
+                return -errno;
+        struct loop_config lc = {.fd = (uint32_t)file, .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
+        if (ioctl(loop, LOOP_CONFIGURE, &lc) < 0) {
+                if (errno == EBUSY)
+                        return -EBUSY; /* taken in between */
+                snprintf(err, errlen, "%s: LOOP_CONFIGURE: %s", dev, strerror(errno));
+                return -errno;
+        }
+        if (mount(dev, home, "ext4", MS_NOSUID | MS_NODEV, "") < 0) {
+                int e = errno;
+                ioctl(loop, LOOP_CLR_FD, 0);
+                snprintf(err, errlen, "mount %s on %s: %s", dev, home, strerror(e));
+                return -e;
+        }
+        return 0;
+}
+
+static bool loop_unusable(int r)
+{
+        return r == -EBUSY || r == -ENOENT || r == -EPERM || r == -EACCES;
+}
+
+/* The loop devices this /dev holds, in turn: a container is given a few
+ * (/dev/loop0..7, say), and the kernel's first free device may be none of
+ * them. */
+static int loop_try_present(int file, const char *home, char *err, size_t errlen)
+{
+        DIR *d = opendir("/dev");
+        if (!d)
+                return -errno;
+        int r = -ENOENT;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                unsigned n;
+                char dev[300], tail;
+                if (sscanf(de->d_name, "loop%u%c", &n, &tail) != 1)
+                        continue;
+                snprintf(dev, sizeof(dev), "/dev/%s", de->d_name);
+                r = loop_try(dev, file, home, err, errlen);
+                if (!loop_unusable(r))
+                        break;
+        }
+        closedir(d);
+        return r;
+}
+
 /* Attach img to a free loop device (detached again by the kernel once
- * unmounted) and mount it at home. */
+ * unmounted) and mount it at home: the kernel's first free device, else
+ * any free one of those this /dev holds. */
 static int mount_image(const char *img, const char *home, char *err, size_t errlen)
 {
         _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
@@ -127,35 +182,27 @@ static int mount_image(const char *img, const char *home, char *err, size_t errl
                          strerror(errno));
                 return -errno;
         }
+        char dev[32] = "";
         for (int attempt = 0; attempt < 8; attempt++) {
                 int n = ioctl(ctl, LOOP_CTL_GET_FREE);
                 if (n < 0) {
                         snprintf(err, errlen, "no free loop device: %s", strerror(errno));
                         return -errno;
                 }
-                char dev[32];
                 snprintf(dev, sizeof(dev), "/dev/loop%d", n);
-                _cleanup_close_ int loop = open(dev, O_RDWR | O_CLOEXEC);
-                if (loop < 0)
-                        continue;
-                struct loop_config lc = {.fd = (uint32_t)file,
-                                         .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
-                if (ioctl(loop, LOOP_CONFIGURE, &lc) < 0) {
-                        if (errno == EBUSY)
-                                continue; /* taken in between */
-                        snprintf(err, errlen, "%s: LOOP_CONFIGURE: %s", dev, strerror(errno));
-                        return -errno;
-                }
-                if (mount(dev, home, "ext4", MS_NOSUID | MS_NODEV, "") < 0) {
-                        int e = errno;
-                        ioctl(loop, LOOP_CLR_FD, 0);
-                        snprintf(err, errlen, "mount %s on %s: %s", dev, home, strerror(e));
-                        return -e;
-                }
-                return 0;
+                int r = loop_try(dev, file, home, err, errlen);
+                if (r != -EBUSY && loop_unusable(r))
+                        break; /* not in this /dev */
+                if (r != -EBUSY)
+                        return r;
         }
-        snprintf(err, errlen, "no free loop device");
-        return -EBUSY;
+        int r = loop_try_present(file, home, err, errlen);
+        if (loop_unusable(r))
+                snprintf(err, errlen,
+                         "no free loop device: the first free one, %s, cannot be opened here, "
+                         "and no /dev/loopN here is free",
+                         dev);
+        return loop_unusable(r) ? -ENODEV : r;
 }
 
 int shell_disk_mount(const struct config *cfg, char *err, size_t errlen)

@@ -415,7 +415,7 @@ static void recipes_grant_all(const char *path, const char *from, const char *to
 }
 
 /* Every recipe that starts the service (the README, DEPLOY.md, the
- * Dockerfile, the compose file, the Kubernetes manifest, the systemd
+ * Dockerfile, the compose file, the Kubernetes manifests, the systemd
  * unit) grants every capability the image needs, CAP_NET_ADMIN included:
  * DEPLOY.md's docker run line once lacked it, and its daemon refused
  * every run with network. */
@@ -431,6 +431,8 @@ TEST(docs_every_recipe_grants_every_capability)
         recipes_grant_all("deploy/docker-compose.yaml", "cap_add:", "security_opt:", "- ", 1);
         recipes_grant_all("deploy/kubernetes/20-deployment.yaml", "add:", "seccompProfile", "- ",
                           1);
+        recipes_grant_all("deploy/kubernetes/shell/20-statefulset.yaml", "add:", "seccompProfile",
+                          "- ", 1);
         recipes_grant_all("deploy/lockboxd.service", "CapabilityBoundingSet=", "NoNewPrivileges",
                           "CAP_", 1);
 }
