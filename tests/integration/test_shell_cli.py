@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, SHELL_TOKEN, ShellDaemon, free_port
+from conftest import REPO, SHELL_TOKEN, free_port
 import conftest
 
 LOCKBOX = os.environ.get("LOCKBOX") or os.path.join(REPO, "build", "lockbox")
@@ -24,20 +24,7 @@ UID_MIN, UID_MAX, SHELL_UID = 78000, 78099, 79000
 @pytest.fixture(scope="module")
 def cli_daemon(_session_tmp):
     """A shell daemon on this module's UIDs, stopped (nothing left) at the end."""
-    import shutil
-    import tempfile
-    workdir = tempfile.mkdtemp(prefix="d", dir=_session_tmp)
-    os.chmod(workdir, 0o755)
-    root = tempfile.mkdtemp(prefix="shelltest-", dir="/var/tmp")
-    os.chmod(root, 0o755)
-    d = ShellDaemon({}, workdir, root)
-    d.uid_min, d.uid_max, d.shell_uid = UID_MIN, UID_MAX, SHELL_UID
-    try:
-        d.start()
-    except BaseException:
-        d.kill_hard()
-        shutil.rmtree(root, ignore_errors=True)
-        raise
+    d = conftest.start_shell_daemon(_session_tmp, uids=(UID_MIN, UID_MAX, SHELL_UID))
     yield d
     conftest.stop_shell_daemon(d)
 
