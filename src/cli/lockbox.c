@@ -18,6 +18,7 @@
 static const char help_text[] =
     "usage: lockbox run FILE [--network] [--language LANG] [--server URL] [--key KEY]\n"
     "       lockbox health [--server URL]\n"
+    "       lockbox shell run|wait|input|tail|ls|kill|rm ... (see lockbox shell --help)\n"
     "       lockbox --help | --version\n"
     "\n"
     "run sends FILE to a lockboxd (or dify-sandbox) daemon, writes the program's\n"
@@ -25,6 +26,7 @@ static const char help_text[] =
     "The language comes from the extension: .py is python3, .js and .cjs are\n"
     "nodejs. FILE - reads the program from standard input (give --language).\n"
     "health prints ok when the daemon answers GET /health.\n"
+    "shell drives shell jobs on the shell-job API (port 5004).\n"
     "\n"
     "options:\n"
     "  --network        let the program use the network (if the daemon allows it)\n"
@@ -176,12 +178,15 @@ static int command_dispatch(const struct cli_args *a)
                 }
                 return cli_health_command(&a->opts);
         }
-        cli_error("unknown command '%s': use run or health (see lockbox --help)", cmd);
+        cli_error("unknown command '%s': use run, health or shell (see lockbox --help)", cmd);
         return CLI_EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
 {
+        /* its own options and commands */
+        if (argc >= 2 && strcmp(argv[1], "shell") == 0)
+                return cli_shell_main(argc - 1, argv + 1);
         struct cli_args a;
         if (args_parse(argc, argv, &a) < 0)
                 return CLI_EXIT_USAGE;

@@ -99,27 +99,50 @@ static int easy_setup(CURL *c, const char *url, struct request_state *st, char *
         return rc == CURLE_OK ? 0 : -EINVAL;
 }
 
-/* POST body as JSON with the API key; curl's "Expect: 100-continue" for
- * large bodies is dropped so the daemon gets the body right away. */
-static int post_setup(CURL *c, const struct cli_options *opts, const char *body, size_t len,
-                      struct curl_slist **headers)
+static int header_add(struct curl_slist **headers, const char *line)
+{
+        struct curl_slist *l = curl_slist_append(*headers, line);
+        if (!l)
+                return -ENOMEM;
+        *headers = l;
+        return 0;
+}
+
+/* The credential: opts->auth_header on every request when set (the shell
+ * API's bearer token), else the code API's key with a body. */
+static int auth_setup(const struct cli_options *opts, bool body, struct curl_slist **headers)
 {
         char key_header[1024];
+        if (opts->auth_header)
+                return header_add(headers, opts->auth_header);
+        if (!body)
+                return 0;
         if ((size_t)snprintf(key_header, sizeof(key_header), "X-Api-Key: %s", opts->key) >=
             sizeof(key_header))
                 return -ENAMETOOLONG;
-        const char *lines[] = {"Content-Type: application/json", "Expect:", key_header};
-        for (size_t i = 0; i < ELEMENTSOF(lines); i++) {
-                struct curl_slist *l = curl_slist_append(*headers, lines[i]);
-                if (!l)
-                        return -ENOMEM;
-                *headers = l;
-        }
+        return header_add(headers, key_header);
+}
+
+/* The method (curl's GET, or POST with a body, unless told otherwise),
+ * the body as JSON and the credential; curl's "Expect: 100-continue" for
+ * large bodies is dropped so the daemon gets the body right away. */
+static int method_setup(CURL *c, const struct cli_options *opts, const char *method,
+                        const char *body, size_t len, struct curl_slist **headers)
+{
+        int r = auth_setup(opts, body != NULL, headers);
+        if (r == 0 && body)
+                r = header_add(headers, "Content-Type: application/json");
+        if (r == 0 && body)
+                r = header_add(headers, "Expect:");
+        if (r < 0)
+                return r;
         CURLcode rc = curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
-        if (rc == CURLE_OK)
+        if (rc == CURLE_OK && body)
                 rc = curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-        if (rc == CURLE_OK)
+        if (rc == CURLE_OK && body)
                 rc = curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        if (rc == CURLE_OK && strcmp(method, body ? "POST" : "GET") != 0)
+                rc = curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
         return rc == CURLE_OK ? 0 : -EINVAL;
 }
 
@@ -149,6 +172,14 @@ static int url_build(const struct cli_options *opts, const char *path, struct st
 int cli_transport_request(const struct cli_options *opts, const char *path, const char *body,
                           size_t body_len, struct cli_reply *ret, char *err, size_t errlen)
 {
+        return cli_transport_call(opts, body ? "POST" : "GET", path, body, body_len, ret, err,
+                                  errlen);
+}
+
+int cli_transport_call(const struct cli_options *opts, const char *method, const char *path,
+                       const char *body, size_t body_len, struct cli_reply *ret, char *err,
+                       size_t errlen)
+{
         _cleanup_(easyp) CURL *c = curl_easy_init();
         _cleanup_(slistp) struct curl_slist *headers = NULL;
         struct strbuf url, answer;
@@ -160,8 +191,8 @@ int cli_transport_request(const struct cli_options *opts, const char *path, cons
         int r = c && url_build(opts, path, &url) == 0 ? 0 : -ENOMEM;
         if (r == 0)
                 r = easy_setup(c, url.data, &st, errbuf);
-        if (r == 0 && body)
-                r = post_setup(c, opts, body, body_len, &headers);
+        if (r == 0)
+                r = method_setup(c, opts, method, body, body_len, &headers);
         if (r < 0)
                 snprintf(err, errlen, "cannot prepare the request: %s", strerror(-r));
         else

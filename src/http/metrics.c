@@ -419,6 +419,78 @@ static void render_memory(struct strbuf *sb)
         }
 }
 
+/* ---- shell jobs (the jailer's figures, src/shell/stats.c) ---------------- */
+
+static void render_shell_jobs(struct strbuf *sb, struct shell_figures *f)
+{
+        static const uint32_t live[] = {SHELL_STARTING, SHELL_RUNNING};
+        static const uint32_t ended[] = {SHELL_EXITED, SHELL_TERMINATED, SHELL_FAILED, SHELL_LOST};
+        header(sb, "lockbox_shell_jobs", "gauge", "Shell jobs alive now, by status.");
+        for (size_t i = 0; i < ELEMENTSOF(live); i++)
+                strbuf_appendf(sb, "lockbox_shell_jobs{status=\"%s\"} %u\n",
+                               shell_status_name(live[i]), atomic_load(&f->live[live[i]]));
+        header(sb, "lockbox_shell_jobs_ended_total", "counter",
+               "Shell jobs that ended, by final status.");
+        for (size_t i = 0; i < ELEMENTSOF(ended); i++)
+                strbuf_appendf(sb, "lockbox_shell_jobs_ended_total{status=\"%s\"} %lu\n",
+                               shell_status_name(ended[i]), get(&f->ended[ended[i]]));
+        header(sb, "lockbox_shell_job_duration_seconds", "histogram",
+               "Shell jobs' time from start to end.");
+        unsigned long cum = 0;
+        for (size_t b = 0; b <= STATS_SHELL_BUCKETS; b++) {
+                cum += get(&f->duration[b]);
+                if (b < STATS_SHELL_BUCKETS)
+                        strbuf_appendf(sb,
+                                       "lockbox_shell_job_duration_seconds_bucket{le=\"%g\"} %lu\n",
+                                       (double)stats_shell_bucket_ms[b] / 1e3, cum);
+                else
+                        strbuf_appendf(
+                            sb, "lockbox_shell_job_duration_seconds_bucket{le=\"+Inf\"} %lu\n",
+                            cum);
+        }
+        strbuf_appendf(sb, "lockbox_shell_job_duration_seconds_sum %.3f\n",
+                       (double)get(&f->duration_sum_ms) / 1e3);
+        strbuf_appendf(sb, "lockbox_shell_job_duration_seconds_count %lu\n",
+                       get(&f->duration_count));
+        header(sb, "lockbox_shell_output_bytes_total", "counter",
+               "Bytes of output.log that ended shell jobs wrote.");
+        strbuf_appendf(sb, "lockbox_shell_output_bytes_total %lu\n", get(&f->output_bytes));
+}
+
+static void render_shell(struct strbuf *sb)
+{
+        static const char *const limits[STATS_SHELL_LIMITS] = {
+            [STATS_SHELL_MEMORY] = "memory",
+            [STATS_SHELL_JOB_TIMEOUT] = "job_timeout",
+            [STATS_SHELL_OUTPUT] = "output",
+            [STATS_SHELL_SYSCALL] = "syscall",
+            [STATS_SHELL_TOO_MANY_JOBS] = "too_many_jobs",
+        };
+        static const char *const routes[STATS_SHELL_SNAPSHOTS] = {"save", "restore"};
+        struct shell_figures *f = m.shared ? (struct shell_figures *)&m.shared->shell : NULL;
+        if (!f || !atomic_load(&f->enabled))
+                return;
+        render_shell_jobs(sb, f);
+        header(sb, "lockbox_shell_limits_total", "counter",
+               "Limits shell jobs met, by limit (memory: processes killed by shell.memory; "
+               "too_many_jobs: runs refused).");
+        for (size_t i = 0; i < STATS_SHELL_LIMITS; i++)
+                strbuf_appendf(sb, "lockbox_shell_limits_total{limit=\"%s\"} %lu\n", limits[i],
+                               get(&f->limits[i]));
+        header(sb, "lockbox_shell_snapshots_total", "counter",
+               "Snapshot calls of shell.home, by route and result.");
+        for (size_t r = 0; r < STATS_SHELL_SNAPSHOTS; r++)
+                for (int ok = 1; ok >= 0; ok--)
+                        strbuf_appendf(sb,
+                                       "lockbox_shell_snapshots_total{route=\"%s\",result=\"%s\"} "
+                                       "%lu\n",
+                                       routes[r], ok ? "ok" : "failed", get(&f->snapshots[r][ok]));
+        header(sb, "lockbox_shell_home_free_bytes", "gauge",
+               "Free bytes on shell.home's file system (checked each second).");
+        strbuf_appendf(sb, "lockbox_shell_home_free_bytes %lld\n",
+                       (long long)atomic_load(&f->home_free_bytes));
+}
+
 static void render_deps(struct strbuf *sb)
 {
         char path[4096];
@@ -452,6 +524,7 @@ char *metrics_render(int in_flight)
         render_pools(&sb);
         render_deps(&sb);
         render_dns(&sb);
+        render_shell(&sb);
         render_memory(&sb);
         size_t len;
         char *text = strbuf_steal(&sb, &len);

@@ -225,10 +225,32 @@ struct http_reply route_deps_refresh(struct http_state *st, const struct http_ca
         return list_deps(st);
 }
 
+/* With shell.enabled, why shell jobs cannot be served now, or NULL. */
+static const char *shell_not_ready(const struct http_state *st)
+{
+        const struct shared_stats *s = st->stats;
+        if (!st->cfg->shell_enabled)
+                return NULL;
+        switch (s ? atomic_load(&s->shell.state) : STATS_SHELL_UNKNOWN) {
+        case STATS_SHELL_OK:
+                return NULL;
+        case STATS_SHELL_DISK_UNMOUNTED:
+                return "not ready: shell.home's file system (shell.disk_size) is not mounted";
+        case STATS_SHELL_HOME_UNUSABLE:
+                return "not ready: shell.home is missing or read-only";
+        case STATS_SHELL_JOBS_UNUSABLE:
+                return "not ready: the shell jobs directory (shell.state_dir/jobs) is missing or "
+                       "read-only";
+        default:
+                return "not ready: checking shell.home";
+        }
+}
+
 /* 200 once the service can run code: the interpreters found (Python is
  * required, the daemon does not start without it), the configured mode's
  * warm pools filled once, and the first dependency install finished
- * (whatever its outcome; the dependency routes tell it). */
+ * (whatever its outcome; the dependency routes tell it); with
+ * shell.enabled, shell.home and the jobs directory usable too. */
 struct http_reply route_ready(struct http_state *st, const struct http_call *c)
 {
         json_t *status = read_status(st);
@@ -241,7 +263,7 @@ struct http_reply route_ready(struct http_state *st, const struct http_call *c)
                           : !warm   ? "not ready: starting the warm pools"
                           : !status ? "not ready: dependency status unavailable"
                           : !deps   ? "not ready: installing Python dependencies"
-                                    : NULL;
+                                    : shell_not_ready(st);
         json_t *root;
         if (why)
                 root = json_pack("{s:i,s:s,s:n}", "code", -503, "message", why, "data");
@@ -251,6 +273,8 @@ struct http_reply route_ready(struct http_state *st, const struct http_call *c)
                                  json_object_get(status, "status"), "pools",
                                  strcmp(st->cfg->warm_mode, "warm") == 0 ? "warm" : "cold",
                                  "runtimes", "python3", python, "nodejs", node);
+        if (root && !why && st->cfg->shell_enabled)
+                json_object_set_new(json_object_get(root, "data"), "shell", json_string("ok"));
         char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
         json_decref(root);
         json_decref(status);

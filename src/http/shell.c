@@ -274,6 +274,17 @@ static struct http_reply jobs_delete(struct http_state *st, const struct http_ca
         return ask(st, c, &req, NULL, 0, ANSWER_DELETED);
 }
 
+/* Credentials for a session's egress proxy: refused with the reason (see
+ * shell_decode_prepare); jobs of the session run as any others. */
+static struct http_reply prepare(struct http_state *st, const struct http_call *c)
+{
+        struct shell_error e;
+        shell_decode_prepare(c->body, c->body_len, &e);
+        log_info(c->trace->trace_id, "shell.prepare_refused", "status=%u code=%s", e.status,
+                 e.code);
+        return decode_failed(&e);
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
 static bool auth_ok(const struct config *cfg, const char *value)
@@ -313,6 +324,7 @@ static const struct route shell_routes[] = {
     {"POST", "/v1/jobs/{id}/input", true, BODY_TEXT, jobs_input},
     {"POST", "/v1/jobs/{id}/terminate", true, BODY_SMALL, jobs_terminate},
     {"GET", "/v1/jobs/{id}/log/tail", true, BODY_NONE, jobs_tail},
+    {"PUT", "/v1/prepare", true, BODY_TEXT, prepare},
 };
 
 const struct route_table shell_route_table = {

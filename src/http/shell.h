@@ -40,6 +40,11 @@ int shell_decode_run(const char *body, size_t len, struct shell_req *req, char *
 int shell_decode_wait(const char *body, size_t len, struct shell_req *req, struct shell_error *e);
 int shell_decode_input(const char *body, size_t len, struct shell_req *req, char **ret_blob,
                        size_t *ret_blob_len, struct shell_error *e);
+/* PUT /v1/prepare (the reference's credentials line): -EINVAL with *e
+ * always, in the reference's order: a body that does not decode, an
+ * empty session_id, no credentials, then 409 egressproxy_disabled, as
+ * lockbox has no egress proxy to give them to. */
+int shell_decode_prepare(const char *body, size_t len, struct shell_error *e);
 /* Best effort, as the reference: a body that does not decode means the
  * default grace. */
 void shell_decode_terminate(const char *body, size_t len, struct shell_req *req);

@@ -492,6 +492,67 @@ void shell_decode_terminate(const char *body, size_t len, struct shell_req *req)
         req->grace_ms = grace_of(grace);
 }
 
+/* ---- prepare ----------------------------------------------------------------- */
+
+/* A string, null or absent (Go leaves the field empty). */
+static bool text_or_null(json_t *v)
+{
+        return !v || json_is_null(v) || json_is_string(v);
+}
+
+/* One credential as Go decodes it into the reference's struct: value is
+ * raw JSON (anything), the names strings, env_names a list of strings,
+ * inject an object whose type is a string. */
+static bool credential_ok(json_t *c)
+{
+        if (json_is_null(c))
+                return true;
+        if (!json_is_object(c) || !text_or_null(field(c, "provider")) ||
+            !text_or_null(field(c, "name")) || !text_or_null(field(c, "env_name")))
+                return false;
+        json_t *names = field(c, "env_names"), *inject = field(c, "inject"), *v;
+        size_t i;
+        if (names && !json_is_null(names) && !json_is_array(names))
+                return false;
+        json_array_foreach(names, i, v)
+        {
+                if (!json_is_string(v) && !json_is_null(v))
+                        return false;
+        }
+        if (!inject || json_is_null(inject))
+                return true;
+        return json_is_object(inject) && text_or_null(field(inject, "type"));
+}
+
+int shell_decode_prepare(const char *body, size_t len, struct shell_error *e)
+{
+        json_auto_t *o = NULL;
+        int r = body_parse(body, len, &o);
+        if (r < 0)
+                return r == -ENOMEM ? out_of_memory(e) : invalid_body(e);
+        const char *session = "";
+        size_t session_len = 0;
+        json_t *creds = field(o, "credentials"), *c;
+        size_t i;
+        if (get_text(o, "session_id", &session, &session_len) < 0 ||
+            (creds && !json_is_null(creds) && !json_is_array(creds)))
+                return invalid_body(e);
+        json_array_foreach(creds, i, c)
+        {
+                if (!credential_ok(c))
+                        return invalid_body(e);
+        }
+        if (session_len == 0)
+                return validation(e, "session_id is required");
+        if (json_array_size(creds) == 0)
+                return fail(e, 400, "invalid_request", "credentials must not be empty");
+        /* The reference checks the session id's form only after this,
+         * with its proxy running. */
+        return fail(e, 409, "egressproxy_disabled",
+                    "Egress proxy is not enabled: lockbox runs no credential-injecting proxy, "
+                    "so credentials are neither stored nor injected");
+}
+
 /* ---- query strings -------------------------------------------------------- */
 
 /* Go's strconv.Atoi on a 64-bit host: an optional sign, decimal digits,

@@ -8,6 +8,10 @@
 
 #include "base/util.h"
 
+/* 100 ms to an hour (shell.job_timeout's default) */
+const uint64_t stats_shell_bucket_ms[STATS_SHELL_BUCKETS] = {
+    100, 500, 1000, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000, 7200000};
+
 struct shared_stats *stats_create(int *ret_fd)
 {
         _cleanup_close_ int fd = memfd_create("lockbox-stats", MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -8,10 +8,50 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "ipc/shell_proto.h"
+
 #define STATS_LANGS 3        /* indexed by enum proto_language */
 #define STATS_NET_REASONS 10 /* EGRESS_REASONS */
 
 enum stats_proc { STATS_PROC_HTTP, STATS_PROC_JAILER, STATS_PROC_ZYGOTE, STATS_PROCS };
+
+/* Shell jobs (src/shell/stats.c writes them, in the jailer). */
+#define STATS_SHELL_STATUSES (SHELL_LOST + 1) /* enum shell_status */
+/* Limits a job met. */
+enum stats_shell_limit {
+        STATS_SHELL_MEMORY,        /* a process of the job killed by its memory limit */
+        STATS_SHELL_JOB_TIMEOUT,   /* shell.job_timeout reached */
+        STATS_SHELL_OUTPUT,        /* output.log reached shell.max_output */
+        STATS_SHELL_SYSCALL,       /* ended for a forbidden system call */
+        STATS_SHELL_TOO_MANY_JOBS, /* a run refused: shell.max_jobs alive */
+        STATS_SHELL_LIMITS,
+};
+enum stats_shell_snapshot { STATS_SHELL_SAVE, STATS_SHELL_RESTORE, STATS_SHELL_SNAPSHOTS };
+/* What /ready says of the shell side. */
+enum stats_shell_state {
+        STATS_SHELL_UNKNOWN = 0, /* not checked yet (or shell.enabled is false) */
+        STATS_SHELL_OK,
+        STATS_SHELL_DISK_UNMOUNTED, /* shell.disk_size set, shell.home not its mount */
+        STATS_SHELL_HOME_UNUSABLE,  /* shell.home missing or read-only */
+        STATS_SHELL_JOBS_UNUSABLE,  /* the jobs directory missing or read-only */
+};
+/* Upper bounds of the job duration histogram, in milliseconds; +Inf is
+ * implicit. */
+#define STATS_SHELL_BUCKETS 12
+extern const uint64_t stats_shell_bucket_ms[STATS_SHELL_BUCKETS];
+
+struct shell_figures {
+        atomic_uint enabled; /* 1: shell.enabled */
+        atomic_uint state;   /* enum stats_shell_state, refreshed each second */
+        atomic_llong home_free_bytes;
+        atomic_uint live[STATS_SHELL_STATUSES];         /* jobs in a live status now */
+        atomic_ulong ended[STATS_SHELL_STATUSES];       /* jobs that ended with this status */
+        atomic_ulong duration[STATS_SHELL_BUCKETS + 1]; /* not cumulative; last is +Inf */
+        atomic_ulong duration_count, duration_sum_ms;
+        atomic_ulong output_bytes; /* output.log bytes of ended jobs */
+        atomic_ulong limits[STATS_SHELL_LIMITS];
+        atomic_ulong snapshots[STATS_SHELL_SNAPSHOTS][2]; /* [route][ok] */
+};
 
 struct shared_stats {
         atomic_uint runtime[STATS_LANGS];     /* 1: the interpreter was found */
@@ -35,6 +75,7 @@ struct shared_stats {
         atomic_uint netns_idle[2];
         atomic_uint netns_settling[2];
         atomic_uint netns_lingering[2];
+        struct shell_figures shell;
 };
 
 /* A zeroed page, mapped writable, or NULL; *ret_fd is its sealed memfd

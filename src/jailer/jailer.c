@@ -41,6 +41,7 @@
 #include "deps/deps.h"
 #include "jailer/internal.h"
 #include "shell/shell.h"
+#include "shell/stats.h"
 #include "ipc/shell_proto.h"
 #include "runtime/runtime.h"
 
@@ -223,6 +224,7 @@ int jailer_new(const struct config *cfg, struct jailer **ret, char *err, size_t 
                                                 .net_mode = SHELL_NET_NAMESPACE,
                                                 .net = j->env.net,
                                                 .resolv_conf = j->env.resolv_conf};
+                shell_stats_attach(j->env.stats, cfg);
                 r = shell_new(&d, &j->shell, err, errlen);
         }
         if (r < 0) {
@@ -676,6 +678,7 @@ static void on_tick(void *data, uint32_t events)
         runs_publish_refused(j->runs);
         publish_memory(j);
         publish_namespaces(j);
+        shell_stats_publish();
 }
 
 static void on_refusals(void *data, uint32_t events)

@@ -42,6 +42,7 @@
 #include "net/net.h"
 #include "shell/disk.h"
 #include "shell/internal.h"
+#include "shell/stats.h"
 #include "shell/store.h"
 #include "shell/window.h"
 
@@ -142,6 +143,7 @@ struct job {
         int exit_code;
         int64_t created, started, ended; /* Unix seconds, -1 unset */
         int64_t ended_ms;                /* monotonic, for shell.retention */
+        int64_t started_ms;              /* monotonic, 0 unset (shell/stats.c) */
         int64_t deadline_ms;             /* shell.job_timeout */
         int64_t kill_at_ms;              /* a terminate's grace ends, or -1 */
         int dirfd, out_rfd;
@@ -274,6 +276,7 @@ static void set_status(struct job *j, uint32_t status)
                 j->exit_code = -1;
         }
         wake_calls(j);
+        shell_stats_status(j->status, status, &j->started_ms, out_size(j));
         if ((status == SHELL_STARTING || status == SHELL_RUNNING) && j->started < 0)
                 j->started = now_s();
         j->status = status;
@@ -628,6 +631,7 @@ static void check_oom(struct job *j)
                 "was reached",
                 (unsigned long long)(st.oom_kills - j->oom_seen),
                 (long long)(j->sh->cfg->shell_memory_bytes >> 20));
+        shell_stats_limit(STATS_SHELL_MEMORY);
         j->oom_seen = st.oom_kills;
 }
 
@@ -667,6 +671,7 @@ static void on_keeper_msg(void *data, uint32_t events)
                 if (!terminal(j) || cgroup_run_count(j->cg) > 0)
                         verdict(j, "job killed: forbidden system call %s", name ? name : "?");
                 if (!terminal(j)) {
+                        shell_stats_limit(STATS_SHELL_SYSCALL);
                         j->has_exit = true;
                         j->exit_code = 128 + SIGSYS;
                         set_status(j, SHELL_EXITED);
@@ -1436,6 +1441,7 @@ static void do_run(struct call *c, int blobfd)
                 goto out;
         }
         if (live_jobs(sh) >= (unsigned)sh->cfg->shell_max_jobs) {
+                shell_stats_limit(STATS_SHELL_TOO_MANY_JOBS);
                 reply_error(c, 429, "too_many_jobs",
                             "%d jobs are alive (shell.max_jobs); terminate or delete one",
                             sh->cfg->shell_max_jobs);
@@ -1536,6 +1542,7 @@ static void do_input(struct call *c, struct job *j, int textfd)
                 return;
         }
         struct keeper_msg m = {.type = KEEPER_INPUT};
+        log_info(NULL, "shell.job_input", "job=%s offset=%lld", j->id, (long long)c->req.offset);
         if (textfd >= 0 && j->sock >= 0)
                 channel_send(j->sock, &m, sizeof(m), &textfd, 1);
         call_park_wait(c, size);
@@ -1737,6 +1744,7 @@ static void gc(struct shell *sh)
                 if (!terminal(j) && !j->terminating && now >= j->deadline_ms) {
                         verdict(j, "job ended: shell.job_timeout (%llds) reached",
                                 (long long)sh->cfg->shell_job_timeout);
+                        shell_stats_limit(STATS_SHELL_JOB_TIMEOUT);
                         j->terminating = true;
                         interrupt(j);
                         j->kill_at_ms = now + TIMEOUT_GRACE_MS;
@@ -2047,6 +2055,10 @@ static void adopt_job(const struct store_job *row, void *data)
         }
         j->next = sh->jobs;
         sh->jobs = j;
+        if (!terminal(j)) { /* counted live again, its duration from its start */
+                j->started_ms = j->started >= 0 ? mono - (now - j->started) * 1000 : 0;
+                shell_stats_status(SHELL_CREATED, j->status, &j->started_ms, 0);
+        }
         /* a keeper whose job ended may still wait for its exit to be on
          * record, even where the row says it is */
         adopt_keeper(j);

@@ -1,6 +1,7 @@
 /* libFuzzer target for the shell-job API's decoders and encoders
  * (src/http/shell_decode.c, shell_encode.c). The first byte picks what
- * the rest is: a run, wait, input or terminate body, the query values of
+ * the rest is: a run, wait, input or terminate body (the last also read
+ * as a prepare body, always refused), the query values of
  * log/tail, the list and DELETE (NUL-separated), or a job's output to
  * encode. A decoded request keeps every bound of shell_proto.h and its
  * blob walks whole; a refusal has a status, a code and a UTF-8 message
@@ -180,8 +181,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
         case 3: {
                 struct shell_req req = {0};
+                struct shell_error e = {0};
                 shell_decode_terminate(rest, len, &req);
                 FUZZ_ASSERT(req.grace_ms <= SHELL_GRACE_MAX_MS);
+                check_refusal(shell_decode_prepare(rest, len, &e), &e);
                 break;
         }
         case 4:

@@ -753,12 +753,15 @@ class ShellDaemon(Daemon):
         assert not loops, f"loop devices still attached to {self.root}: {loops}"
 
 
-def start_shell_daemon(parent, shell=None, env=None, **config):
+def start_shell_daemon(parent, shell=None, env=None, uids=None, **config):
+    """uids: (jail.uid_min, jail.uid_max, shell.uid) instead of a block's."""
     workdir = tempfile.mkdtemp(prefix="d", dir=parent)
     os.chmod(workdir, 0o755)
     root = tempfile.mkdtemp(prefix="shelltest-", dir="/var/tmp")
     os.chmod(root, 0o755)
     d = ShellDaemon(config, workdir, root, shell, env)
+    if uids:
+        d.uid_min, d.uid_max, d.shell_uid = uids
     try:
         return d.start()
     except BaseException:

@@ -75,7 +75,7 @@ def test_the_token_comes_from_SHELLCTL_AUTH_TOKEN(shelld):
     ("GET", "/"), ("GET", "/v1"), ("GET", "/v1/job"), ("GET", "/v1/jobs/run/x"),
     ("GET", f"/v1/jobs/{UNKNOWN}/log"), ("POST", f"/v1/jobs/{UNKNOWN}/kill"),
     ("GET", "/v1/sandbox/run"), ("GET", "/health"), ("POST", "/v1/snapshot/save"),
-    ("POST", "/v1/snapshot/restore"), ("PUT", "/v1/prepare")])
+    ("POST", "/v1/snapshot/restore")])
 def test_unknown_path_is_go_s_plain_404(shelld, method, path):
     r = shelld.client.request(method, path)
     assert (r.status, r.body) == (404, b"404 page not found\n"), r

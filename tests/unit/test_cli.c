@@ -272,8 +272,9 @@ TEST(cli_options_usage_errors)
         EXPECT_USAGE(ARGS("run"), "lockbox: run: missing FILE (see lockbox --help)\n");
         EXPECT_USAGE(ARGS("run", "a.py", "b.py"), "lockbox: run: takes one FILE, got more\n");
         EXPECT_USAGE(ARGS("health", "now"), "lockbox: health: takes no arguments\n");
-        EXPECT_USAGE(ARGS("frob"),
-                     "lockbox: unknown command 'frob': use run or health (see lockbox --help)\n");
+        EXPECT_USAGE(
+            ARGS("frob"),
+            "lockbox: unknown command 'frob': use run, health or shell (see lockbox --help)\n");
         EXPECT_USAGE(ARGS("run", "x.py", "--language", "ruby"),
                      "lockbox: unknown language 'ruby': use python3 or nodejs\n");
 }

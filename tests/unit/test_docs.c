@@ -152,8 +152,8 @@ static struct dns_relay *idle_relay(void)
         return r;
 }
 
-/* Every family /metrics can show: a shared page with figures in it, a
- * dependency layer, every process's memory, the DNS relay. malloc'd. */
+/* Every family /metrics can show: a shared page with figures in it (shell
+ * jobs' among them), a dependency layer, every process's memory, the DNS relay. malloc'd. */
 static char *render_everything(char *dir)
 {
         int fd = -1;
@@ -163,6 +163,7 @@ static char *render_everything(char *dir)
         close(fd);
         for (size_t p = 0; p < STATS_PROCS; p++)
                 atomic_store(&s->rss[p], 4096);
+        atomic_store(&s->shell.enabled, 1);
         char path[128];
         snprintf(path, sizeof(path), "%s/status.json", dir);
         FILE *f = fopen(path, "w");

@@ -261,6 +261,51 @@ TEST(shell_wait_decoding)
         }
 }
 
+static void expect_prepare(const char *body, unsigned status, const char *code, const char *message)
+{
+        struct shell_error e = {0};
+        int r = shell_decode_prepare(body, strlen(body), &e);
+        if (r != -EINVAL || e.status != status || strcmp(e.code, code) != 0 ||
+            strncmp(e.message, message, strlen(message)) != 0)
+                test_fail(__FILE__, __LINE__,
+                          "prepare %s:\n    got:  %d %u %s \"%s\"\n    want: %u %s \"%s...\"", body,
+                          r, e.status, e.code ? e.code : "", e.message, status, code, message);
+}
+
+/* The reference's order: decoding, session_id, credentials, the proxy
+ * (which lockbox does not have; the session's form would come after). */
+TEST(shell_prepare_decoding)
+{
+        static const char *const undecodable[] = {
+            "",
+            "[1]",
+            "{\"session_id\":1,\"credentials\":[]}",
+            "{\"session_id\":\"s\",\"credentials\":{}}",
+            "{\"session_id\":\"s\",\"credentials\":[1]}",
+            "{\"session_id\":\"s\",\"credentials\":[{\"name\":5}]}",
+            "{\"session_id\":\"s\",\"credentials\":[{\"env_names\":\"X\"}]}",
+            "{\"session_id\":\"s\",\"credentials\":[{\"inject\":[]}]}",
+            "{\"session_id\":\"s\",\"credentials\":[{\"inject\":{\"type\":1}}]}"};
+        for (size_t i = 0; i < sizeof(undecodable) / sizeof(undecodable[0]); i++)
+                expect_prepare(undecodable[i], 400, "invalid_request", "Invalid JSON body");
+        expect_prepare("{}", 422, "validation_error", "session_id is required");
+        expect_prepare("null", 422, "validation_error", "session_id is required");
+        expect_prepare("{\"session_id\":\"\",\"credentials\":[{}]}", 422, "validation_error",
+                       "session_id is required");
+        expect_prepare("{\"session_id\":\"s\"}", 400, "invalid_request",
+                       "credentials must not be empty");
+        expect_prepare("{\"session_id\":\"s\",\"credentials\":[]}", 400, "invalid_request",
+                       "credentials must not be empty");
+        const char *full = "{\"session_id\":\"sess-1\",\"credentials\":[{\"provider\":"
+                           "\"github\",\"name\":\"token\",\"value\":{\"k\":[1]},\"inject\":{"
+                           "\"type\":\"http-header\",\"config\":{\"name\":\"A\"}},"
+                           "\"env_name\":\"GH\",\"env_names\":[\"X\"]},null]}";
+        expect_prepare(full, 409, "egressproxy_disabled", "Egress proxy is not enabled");
+        /* a session id of the wrong form meets the missing proxy first */
+        expect_prepare("{\"session_id\":\"a b\",\"credentials\":[{}]}", 409, "egressproxy_disabled",
+                       "Egress proxy is not enabled");
+}
+
 TEST(shell_input_decoding)
 {
         struct shell_req req = {0};
@@ -566,6 +611,8 @@ TEST(shell_route_matching)
         expect_route("GET", "/v1/jobs/x/log/tail", "/v1/jobs/{id}/log/tail", "x", NULL);
         expect_route("GET", "/v1/jobs", "/v1/jobs", NULL, NULL);
         expect_route("DELETE", "/v1/jobs", NULL, NULL, "GET, HEAD");
+        expect_route("PUT", "/v1/prepare", "/v1/prepare", NULL, NULL);
+        expect_route("POST", "/v1/prepare", NULL, NULL, "PUT");
         static const char *const unknown[] = {"/",
                                               "/v1/jobs/",
                                               "/v1/jobs//wait",
