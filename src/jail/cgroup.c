@@ -521,7 +521,37 @@ int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct
         for (int h = 0; h < nh; h++)
                 if (!root->shell[h] || (mkdir(root->shell[h], 0700) < 0 && errno != EEXIST))
                         return root->shell[h] ? -errno : -ENOENT;
+        if (root->mode == CGROUP_V2) {
+                /* v2: each level hands memory and pids to the next (the
+                 * groups that do hold no process: jobs are in leaves) */
+                write_file(root->shell[H_MEMORY], "cgroup.subtree_control", "+memory +pids");
+                const char *slash = strchr(name, '/');
+                if (slash) {
+                        char up[256];
+                        snprintf(up, sizeof(up), "%.*s", (int)(slash - name), name);
+                        _cleanup_free_ char *dir = path_join3(root->shell[H_MEMORY], "", up);
+                        if (dir)
+                                write_file(dir, "cgroup.subtree_control", "+memory +pids");
+                }
+        }
         return create_in(root, root->shell, name, l, ret);
+}
+
+int cgroup_shell_hold(struct cgroup_root *root, pid_t pid)
+{
+        if (root->mode != CGROUP_V2 || !root->shell[H_MEMORY])
+                return 0;
+        _cleanup_free_ char *leaf = path_join3(root->shell[H_MEMORY], "", "holders");
+        char v[32];
+        snprintf(v, sizeof(v), "%d", (int)pid);
+        if (!leaf)
+                return -ENOMEM;
+        if (mkdir(root->shell[H_MEMORY], 0700) < 0 && errno != EEXIST)
+                return -errno;
+        write_file(root->shell[H_MEMORY], "cgroup.subtree_control", "+memory +pids");
+        if (mkdir(leaf, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        return write_file(leaf, "cgroup.procs", v);
 }
 
 /* Each group below dir (one level), by its path relative to the shell

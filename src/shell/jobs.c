@@ -485,6 +485,8 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
         if (r == 0)
                 r = binding_holder_start(sh->cfg->hostname, (uid_t)sh->cfg->shell_uid, b->ns[1],
                                          sh->net_mode == SHELL_NET_HOST, &b->pid, &b->pidfd);
+        if (r == 0)
+                cgroup_shell_hold(sh->cg, b->pid);
         else
                 log_error(NULL, "shell.binding_network", "binding=%s error=%s", log_q(key),
                           log_q(err));
@@ -1282,6 +1284,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                 keeper_main(&spec);
         }
         j->keeper_pid = pid;
+        cgroup_shell_hold(sh->cg, pid);
         j->keeper_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         j->sock = pair[0];
         pair[0] = -1;
@@ -2109,6 +2112,8 @@ static bool claimed(const char *rel, void *data)
         const struct shell *sh = data;
         unsigned serial;
         int n = 0;
+        if (strcmp(rel, "holders") == 0) /* v2: keepers and inits (cgroup_shell_hold) */
+                return true;
         if (sscanf(rel, "shell-b%u%n", &serial, &n) != 1)
                 return false;
         for (const struct binding *b = sh->bindings; b; b = b->next)
