@@ -95,6 +95,7 @@ struct config {
         int64_t shell_disk_bytes;           /* shell.disk_size: 0 = no file system of its own */
         int64_t shell_max_output;           /* shell.max_output: bytes of one job's output.log */
         int shell_max_jobs;                 /* shell.max_jobs: live jobs */
+        int shell_cpu_weight;               /* shell.cpu_weight: per binding */
         bool shell_keep_jobs;               /* shell.keep_jobs: jobs outlive a stop */
         int64_t shell_retention;            /* shell.retention, seconds */
         int64_t shell_job_timeout;          /* shell.job_timeout, seconds */

@@ -471,6 +471,11 @@ const struct schema_row schema_rows[] = {
         SIZE("shell.binding_memory", shell_binding_memory_bytes, "2G", 16 * M, 1024 * G,
              "Memory of all the jobs of one binding together (what their finished jobs left "
              "running included)."),
+        INT("shell.cpu_weight", shell_cpu_weight, "100", 1, 10000, NULL,
+            "CPU weight of each binding (cgroup cpu.weight; 100 is the default share, v1's "
+            "cpu.shares 1024): under contention bindings share the CPU in proportion, "
+            "however many processes each runs; the jobs of a binding share its part "
+            "equally."),
         INT("shell.binding_processes", shell_binding_processes, "512", 8, 1000000, NULL,
             "Tasks of all the jobs of one binding together."),
         STR_ENV_EMPTY("shell.path_isolation", shell_path_isolation, "true", NULL,

@@ -30,6 +30,9 @@ struct cgroup_root {
          * start removes them as stale: the shell side sweeps what it did
          * not adopt); bases[] is where both lie */
         char *bases[H_MAX], *shell[H_MAX];
+        /* v1's cpu hierarchy, if mounted: only shell groups use it, for
+         * their CPU weight (cgroup_limits.cpu_weight) */
+        char *cpu_base, *shell_cpu;
         /* v2: the group the daemon started in, the leaf it moved to, and
          * which of memory/pids it enabled for the base's children itself
          * (to undo on the way out). */
@@ -40,6 +43,7 @@ struct cgroup_root {
 struct cgroup_run {
         struct cgroup_root *root;
         char *dir[H_MAX];
+        char *cpu_dir; /* v1: its group in the cpu hierarchy, or NULL */
         int dirfd;
         uint64_t oom_base; /* OOM kills the slot saw before this run */
 };
@@ -255,6 +259,12 @@ static int open_v1(struct cgroup_root *root)
                 if (mkdir(root->parent[h], 0700) < 0 && errno != EEXIST)
                         return -errno;
         }
+        _cleanup_free_ char *mroot = NULL;
+        _cleanup_free_ char *mnt = find_mount("cgroup", "cpu", &mroot);
+        _cleanup_free_ char *own = own_path("cpu");
+        const char *rel = mnt && own ? below_root(own, mroot) : NULL;
+        if (rel)
+                root->cpu_base = path_join3(mnt, rel, "");
         return 0;
 }
 
@@ -375,6 +385,10 @@ struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
                 free(root->shell[h]);
                 free(root->bases[h]);
         }
+        if (root->shell_cpu)
+                rmdir(root->shell_cpu);
+        free(root->shell_cpu);
+        free(root->cpu_base);
         if (root->mode == CGROUP_V2 && root->base && root->self)
                 leave_v2(root);
         free(root->base);
@@ -511,7 +525,55 @@ int cgroup_shell_parent(struct cgroup_root *root, const char *tag)
                 if (root->bases[h] && !(root->shell[h] = path_join3(root->bases[h], "", name)))
                         return -ENOMEM;
         }
+        free(root->shell_cpu);
+        root->shell_cpu = NULL;
+        if (root->cpu_base && !(root->shell_cpu = path_join3(root->cpu_base, "", name)))
+                return -ENOMEM;
         return 0;
+}
+
+/* The group's CPU weight: v1 a group of the cpu hierarchy beside its
+ * memory and pids ones (its parents made first, as those are), v2
+ * cpu.weight where the cpu controller is there to hand down. Best
+ * effort: a host without the controller shares CPU as before. */
+static void set_cpu_weight(struct cgroup_run *run, const char *name, int weight)
+{
+        struct cgroup_root *root = run->root;
+        char v[32];
+        if (root->mode == CGROUP_V2) {
+                write_file(root->shell[H_MEMORY], "cgroup.subtree_control", "+cpu");
+                const char *slash = strchr(name, '/');
+                if (slash) {
+                        char up[256];
+                        snprintf(up, sizeof(up), "%.*s", (int)(slash - name), name);
+                        _cleanup_free_ char *dir = path_join3(root->shell[H_MEMORY], "", up);
+                        if (dir)
+                                write_file(dir, "cgroup.subtree_control", "+cpu");
+                }
+                snprintf(v, sizeof(v), "%d", weight);
+                write_file(run->dir[H_MEMORY], "cpu.weight", v);
+                return;
+        }
+        if (root->mode != CGROUP_V1 || !root->shell_cpu ||
+            (mkdir(root->shell_cpu, 0700) < 0 && errno != EEXIST))
+                return;
+        const char *slash = strchr(name, '/');
+        if (slash) {
+                char up[256];
+                snprintf(up, sizeof(up), "%.*s", (int)(slash - name), name);
+                _cleanup_free_ char *dir = path_join3(root->shell_cpu, "", up);
+                if (!dir || (mkdir(dir, 0700) < 0 && errno != EEXIST))
+                        return;
+        }
+        run->cpu_dir = path_join3(root->shell_cpu, "", name);
+        if (!run->cpu_dir || (mkdir(run->cpu_dir, 0700) < 0 && errno != EEXIST)) {
+                free(run->cpu_dir);
+                run->cpu_dir = NULL;
+                return;
+        }
+        long long shares = (long long)weight * 1024 / 100;
+        snprintf(v, sizeof(v), "%lld", shares < 2 ? 2 : shares);
+        write_file(run->cpu_dir, "cpu.shares", v);
 }
 
 int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
@@ -534,7 +596,10 @@ int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct
                                 write_file(dir, "cgroup.subtree_control", "+memory +pids");
                 }
         }
-        return create_in(root, root->shell, name, l, ret);
+        int r = create_in(root, root->shell, name, l, ret);
+        if (r == 0 && l->cpu_weight > 0)
+                set_cpu_weight(*ret, name, l->cpu_weight);
+        return r;
 }
 
 int cgroup_shell_hold(struct cgroup_root *root, pid_t pid)
@@ -588,6 +653,8 @@ void cgroup_shell_sweep(struct cgroup_root *root, bool (*keep)(const char *rel, 
         for (int h = 0; h < H_MAX; h++)
                 if (root->shell[h])
                         sweep_dir(root->shell[h], "", keep, data, 2);
+        if (root->shell_cpu)
+                sweep_dir(root->shell_cpu, "", keep, data, 2);
 }
 
 int cgroup_run_dirfd(const struct cgroup_run *run)
@@ -614,6 +681,15 @@ int cgroup_run_procs_fds(const struct cgroup_run *run, int ret[2])
                 }
         }
         return 0;
+}
+
+int cgroup_run_cpu_procs_fd(const struct cgroup_run *run)
+{
+        char path[4096];
+        if (!run || !run->cpu_dir ||
+            (size_t)snprintf(path, sizeof(path), "%s/cgroup.procs", run->cpu_dir) >= sizeof(path))
+                return -1;
+        return open(path, O_WRONLY | O_CLOEXEC);
 }
 
 int cgroup_run_stats(const struct cgroup_run *run, struct cgroup_stats *ret)
@@ -655,6 +731,8 @@ int cgroup_run_remove(struct cgroup_run *run)
         for (int h = 0; h < H_MAX; h++)
                 if (run->dir[h] && kill_and_remove(run->dir[h]) < 0)
                         r = -EBUSY;
+        if (run->cpu_dir && kill_and_remove(run->cpu_dir) < 0)
+                r = -EBUSY;
         return r;
 }
 
@@ -678,6 +756,7 @@ struct cgroup_run *cgroup_run_free(struct cgroup_run *run)
                 safe_close(run->dirfd);
                 for (int h = 0; h < H_MAX; h++)
                         free(run->dir[h]);
+                free(run->cpu_dir);
                 free(run);
         }
         return NULL;

@@ -21,6 +21,9 @@ struct cgroup_run;
 struct cgroup_limits {
         int64_t memory_bytes;
         int pids;
+        /* shell groups only: CPU weight (1..10000, 100 = the default
+         * share; cgroup v1's cpu.shares = weight * 1024 / 100), 0 = none */
+        int cpu_weight;
 };
 
 struct cgroup_stats {
@@ -63,6 +66,10 @@ int cgroup_run_dirfd(const struct cgroup_run *run);
 /* v1: the cgroup.procs files of the run's groups, open for writing, for
  * the child to move itself in; -1 where there is none. Caller closes. */
 int cgroup_run_procs_fds(const struct cgroup_run *run, int ret[2]);
+/* v1: the cpu hierarchy's cgroup.procs of a shell group made with a CPU
+ * weight, open for writing; -1 where there is none (v2 needs none: one
+ * hierarchy). Caller closes. */
+int cgroup_run_cpu_procs_fd(const struct cgroup_run *run);
 int cgroup_run_stats(const struct cgroup_run *run, struct cgroup_stats *ret);
 /* The number after "key " on its line of dir/file ("oom_kill 2" in
  * memory.events), 0 if absent or unreadable. Exposed for unit tests. */

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -35,6 +36,22 @@ static int loopback_up(void)
         return ioctl(s, SIOCSIFFLAGS, &ifr) < 0 ? -errno : 0;
 }
 
+/* The init needs no file system: its mount namespace, a copy of the
+ * host's, would hold every mount of that moment (another lockboxd's
+ * shell.home among them, whose loop device could then not be let go) for
+ * as long as the binding lives. An empty tmpfs becomes its root and the
+ * copy is detached. */
+static int empty_root(void)
+{
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("none", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555") <
+                0 ||
+            chdir("/tmp") < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+            umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+                return -errno;
+        return 0;
+}
+
 static _Noreturn void holder(const char *hostname, uid_t uid, int netns_fd, bool host_net)
 {
         prctl(PR_SET_NAME, "lockbox-binding", 0, 0, 0);
@@ -47,7 +64,7 @@ static _Noreturn void holder(const char *hostname, uid_t uid, int netns_fd, bool
         if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) < 0)
                 _exit(1);
         fd_close_from(3);
-        if ((netns_fd < 0 && !host_net && loopback_up() < 0) ||
+        if (empty_root() < 0 || (netns_fd < 0 && !host_net && loopback_up() < 0) ||
             sethostname(hostname, strlen(hostname)) < 0 || jail_identity_drop(uid, uid) < 0 ||
             prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
             /* it outlives lockboxd (shell.keep_jobs): the drop's death

@@ -46,10 +46,15 @@ static int step_signals(struct child *c)
 static int step_close_inherited(struct child *c)
 {
         const struct job_spec *s = c->s;
-        int keep[8 + 8] = {
-            c->sync,         c->out,         c->err, s->cgroup_procs[0], s->cgroup_procs[1],
-            s->cgroup_dirfd, s->view.file_fd};
-        size_t n = 7;
+        int keep[8 + 8] = {c->sync,
+                           c->out,
+                           c->err,
+                           s->cgroup_procs[0],
+                           s->cgroup_procs[1],
+                           s->cgroup_cpu_procs,
+                           s->cgroup_dirfd,
+                           s->view.file_fd};
+        size_t n = 8;
         for (size_t i = 0; i < s->view.n_rw && n < ELEMENTSOF(keep); i++)
                 keep[n++] = s->view.rw[i].fd;
         fd_close_all_except(3, keep, n);
@@ -61,6 +66,8 @@ static int step_cgroup(struct child *c)
         for (int i = 0; i < 2; i++)
                 if (c->s->cgroup_procs[i] >= 0 && write(c->s->cgroup_procs[i], "0", 1) != 1)
                         return -errno;
+        if (c->s->cgroup_cpu_procs >= 0 && write(c->s->cgroup_cpu_procs, "0", 1) != 1)
+                return -errno;
         /* after the attach, so the job's own group is its cgroup root */
         return unshare(CLONE_NEWCGROUP) < 0 ? -errno : 0;
 }

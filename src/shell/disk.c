@@ -263,8 +263,7 @@ void shell_disk_unmount(const struct config *cfg)
          * kernel lets it go with the last user: waited for, up to 2 s, so
          * a stop leaves no device attached */
         char backing[128];
-        snprintf(backing, sizeof(backing), "/sys/block/loop%u/loop/backing_file",
-                 minor(st.st_dev));
+        snprintf(backing, sizeof(backing), "/sys/block/loop%u/loop/backing_file", minor(st.st_dev));
         for (int i = 0; i < 100 && access(backing, F_OK) == 0; i++)
                 poll(NULL, 0, 20);
 }

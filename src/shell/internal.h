@@ -21,12 +21,13 @@ struct job_spec {
         unsigned cols, rows;
         /* the binding's namespaces, entered before the clone */
         int ns_pid, ns_net, ns_ipc, ns_uts;
-        int cgroup_procs[2]; /* v1: the job group's cgroup.procs, or -1 */
-        int cgroup_dirfd;    /* v2: the job group, or -1 */
-        int out_fd;          /* output.log, O_APPEND */
-        int err_fd;          /* stderr.log, O_APPEND (stdio mode) */
-        int sock;            /* the keeper's end of its socket to the jailer */
-        int listen_fd;       /* bound to jobs/<id>/keeper.sock: a later jailer's way in */
+        int cgroup_procs[2];  /* v1: the job group's cgroup.procs, or -1 */
+        int cgroup_cpu_procs; /* v1: its cpu hierarchy's cgroup.procs, or -1 */
+        int cgroup_dirfd;     /* v2: the job group, or -1 */
+        int out_fd;           /* output.log, O_APPEND */
+        int err_fd;           /* stderr.log, O_APPEND (stdio mode) */
+        int sock;             /* the keeper's end of its socket to the jailer */
+        int listen_fd;        /* bound to jobs/<id>/keeper.sock: a later jailer's way in */
         struct jail_view view;
         const char *exec_path; /* /bin/sh or the script itself */
         char *const *argv;

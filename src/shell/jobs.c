@@ -475,7 +475,8 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
         b->serial = ++sh->next_binding;
         if (cgroup_root_mode(sh->cg) != CGROUP_NONE) {
                 struct cgroup_limits lim = {.memory_bytes = sh->cfg->shell_binding_memory_bytes,
-                                            .pids = sh->cfg->shell_binding_processes};
+                                            .pids = sh->cfg->shell_binding_processes,
+                                            .cpu_weight = sh->cfg->shell_cpu_weight};
                 char name[32];
                 snprintf(name, sizeof(name), "shell-b%u", b->serial);
                 r = cgroup_shell_create(sh->cg, name, &lim, &b->cg);
@@ -1158,7 +1159,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
         char *argv_sh[] = {sh_name, script_path, NULL};
         char *argv_self[] = {script_path, NULL};
         int pair[2] = {-1, -1}, procs[2] = {-1, -1};
-        _cleanup_close_ int out_fd = -1, err_fd = -1, file_fd = -1, listen_fd = -1;
+        _cleanup_close_ int out_fd = -1, err_fd = -1, file_fd = -1, listen_fd = -1, cpu_procs = -1;
         out_fd = openat(j->dirfd, "output.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         err_fd = openat(j->dirfd, "stderr.log", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         if (out_fd < 0 || err_fd < 0)
@@ -1172,7 +1173,8 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                         return file_fd;
         }
         struct cgroup_limits lim = {.memory_bytes = cfg->shell_memory_bytes,
-                                    .pids = cfg->shell_processes};
+                                    .pids = cfg->shell_processes,
+                                    .cpu_weight = 100};
         char cgname[64];
         snprintf(cgname, sizeof(cgname), "shell-b%u/%s", j->b->serial, j->id);
         int r = cgroup_root_mode(sh->cg) == CGROUP_NONE
@@ -1180,6 +1182,8 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                     : cgroup_shell_create(sh->cg, cgname, &lim, &j->cg);
         if (r == 0 && j->cg)
                 r = cgroup_run_procs_fds(j->cg, procs);
+        if (r == 0 && j->cg)
+                cpu_procs = cgroup_run_cpu_procs_fd(j->cg);
         if (r == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 r = -errno;
         if (r == 0)
@@ -1226,6 +1230,7 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
             .ns_ipc = j->b->ns[2],
             .ns_uts = j->b->ns[3],
             .cgroup_procs = {procs[0], procs[1]},
+            .cgroup_cpu_procs = cpu_procs,
             .cgroup_dirfd = j->cg ? cgroup_run_dirfd(j->cg) : -1,
             .out_fd = out_fd,
             .err_fd = err_fd,
@@ -1266,20 +1271,11 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
         }
         if (pid == 0) {
                 /* no PR_SET_PDEATHSIG: the job outlives lockboxd */
-                int keep[] = {spec.sock,
-                              listen_fd,
-                              out_fd,
-                              err_fd,
-                              procs[0],
-                              procs[1],
-                              spec.cgroup_dirfd,
-                              file_fd,
-                              spec.ns_pid,
-                              spec.ns_net,
-                              spec.ns_ipc,
-                              spec.ns_uts,
-                              all_rw[0].fd,
-                              n_all > 1 ? all_rw[1].fd : -1};
+                int keep[] = {spec.sock,   listen_fd,         out_fd,
+                              err_fd,      procs[0],          procs[1],
+                              cpu_procs,   spec.cgroup_dirfd, file_fd,
+                              spec.ns_pid, spec.ns_net,       spec.ns_ipc,
+                              spec.ns_uts, all_rw[0].fd,      n_all > 1 ? all_rw[1].fd : -1};
                 fd_close_all_except(3, keep, ELEMENTSOF(keep));
                 keeper_main(&spec);
         }
@@ -1970,7 +1966,8 @@ static void adopt_binding(const struct store_binding *row, void *data)
         }
         char name[32];
         struct cgroup_limits lim = {.memory_bytes = sh->cfg->shell_binding_memory_bytes,
-                                    .pids = sh->cfg->shell_binding_processes};
+                                    .pids = sh->cfg->shell_binding_processes,
+                                    .cpu_weight = sh->cfg->shell_cpu_weight};
         snprintf(name, sizeof(name), "shell-b%u", b->serial);
         if (cgroup_root_mode(sh->cg) != CGROUP_NONE)
                 cgroup_shell_create(sh->cg, name, &lim, &b->cg);
@@ -2052,7 +2049,8 @@ static void adopt_job(const struct store_job *row, void *data)
         if (j->b && cgroup_root_mode(sh->cg) != CGROUP_NONE) {
                 char name[64];
                 struct cgroup_limits lim = {.memory_bytes = sh->cfg->shell_memory_bytes,
-                                            .pids = sh->cfg->shell_processes};
+                                            .pids = sh->cfg->shell_processes,
+                                            .cpu_weight = 100};
                 snprintf(name, sizeof(name), "shell-b%u/%s", j->b->serial, j->id);
                 cgroup_shell_create(sh->cg, name, &lim, &j->cg);
         }

@@ -748,9 +748,28 @@ class ShellDaemon(Daemon):
         files = self.files_left()
         assert not files, f"files of the jobs' UID outside shell.home: {files}"
         assert not os.path.ismount(self.home), f"{self.home} still mounted"
-        loops = [b for b in glob.glob("/sys/block/loop*/loop/backing_file")
-                 if open(b).read().startswith(self.root + "/")]
-        assert not loops, f"loop devices still attached to {self.root}: {loops}"
+        eventually(self.check_loop_released, scaled(3))
+
+    def check_loop_released(self):
+        """The home's loop device is detached, or released by lockbox
+        (autoclear: the kernel detaches it with the last mount) and held
+        only by another daemon's namespaces: a mount namespace made while
+        the home was mounted (another lockboxd's zygote, say) keeps a copy
+        of it until it goes; lockbox cannot take that copy back."""
+        for b in glob.glob("/sys/block/loop*/loop/backing_file"):
+            try:
+                with open(b) as f:
+                    if not f.read().startswith(self.root + "/"):
+                        continue
+                with open(os.path.join(os.path.dirname(b), "autoclear")) as f:
+                    autoclear = f.read().strip() == "1"
+            except OSError:
+                continue
+            holders = mount_holders(self.home)
+            mine = [h for h in holders if self.config_path in h[1] or self.workdir in h[1]]
+            assert autoclear and holders and not mine, (
+                f"loop device {b} still attached to {self.root} (autoclear={autoclear}); "
+                f"mounts of it held by {holders}")
 
 
 def start_shell_daemon(parent, shell=None, env=None, uids=None, **config):
@@ -768,6 +787,21 @@ def start_shell_daemon(parent, shell=None, env=None, uids=None, **config):
         d.kill_hard()
         shutil.rmtree(root, ignore_errors=True)
         raise
+
+
+def mount_holders(path):
+    """(pid, command) of processes whose mount namespace shows path."""
+    found = []
+    for m in glob.glob("/proc/[0-9]*/mountinfo"):
+        try:
+            with open(m) as f:
+                if f" {path} " in f.read():
+                    pid = m.split("/")[2]
+                    with open(f"/proc/{pid}/cmdline", "rb") as c:
+                        found.append((int(pid), c.read().replace(b"\0", b" ").decode(errors="replace")))
+        except OSError:
+            pass
+    return found
 
 
 def scrub_shell_daemon(d):

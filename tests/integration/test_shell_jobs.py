@@ -404,3 +404,31 @@ def test_job_timeout_ends_a_job_and_retention_removes_it(shell_daemon_factory):
     eventually(gone, scaled(10))
     assert r["job_id"] not in d.job_dirs()
     assert c.list() == []
+
+
+def test_bindings_share_the_cpu_by_weight_not_by_process_count(shelld):
+    """Each binding's processes are in a CPU group of its own below the
+    shell parent (cgroup v1: the cpu hierarchy, cpu.shares from
+    shell.cpu_weight; v2: cpu.weight in its group), its jobs in equal
+    groups inside: a binding that starts many busy processes takes no more
+    than its share from another under contention."""
+    c = shelld.client
+    r = c.run("echo up; sleep 600", mode="stdio", timeout=5)
+    assert r["output"] == "up\n", r
+    pid = eventually(lambda: _all_there(shelld, ("sleep 600",)), scaled(5))[0]
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = dict(line.rstrip("\n").split(":", 2)[1:] for line in f)
+    v1 = "cpu" in lines or "cpu,cpuacct" in lines
+    if v1:
+        path = lines.get("cpu", lines.get("cpu,cpuacct"))
+        parts = path.split("/")
+        assert parts[-1] == r["job_id"] and parts[-2].startswith("shell-b") and \
+            parts[-3].startswith("lockbox-shell-"), path
+        mnt = "/sys/fs/cgroup/" + ("cpu" if "cpu" in lines else "cpu,cpuacct")
+        with open(mnt + os.path.dirname(path) + "/cpu.shares") as f:
+            assert f.read().strip() == "1024"  # shell.cpu_weight 100
+    else:
+        path = lines[""]
+        with open("/sys/fs/cgroup" + os.path.dirname(path) + "/cpu.weight") as f:
+            assert f.read().strip() == "100"
+    c.delete(r["job_id"], force=True, grace_seconds=0)
