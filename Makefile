@@ -9,7 +9,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp libmnl libnftables
+PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp libmnl libnftables libarchive nettle
 PYTHON   ?= /usr/bin/python3
 CONFIG   ?= conf/config.yaml
 
