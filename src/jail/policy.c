@@ -1371,6 +1371,10 @@ static const char *const snapshot_names[] = {
     "exit_group", "rt_sigreturn", "rt_sigprocmask", "clock_gettime", "gettimeofday",
     "getpid",     "getuid",     "geteuid",     "getgid",      "getegid",     "getrandom",
     "sendto",     "sendmsg",
+    /* glibc calls the old path syscalls where the kernel has them */
+    "mkdir",      "rmdir",      "symlink",     "link",        "unlink",      "rename",
+    "chmod",      "readlink",   "stat",        "lstat",       "access",      "faccessat",
+    "faccessat2", "utimes",     "chdir",       "open",
 };
 
 int policy_build_snapshot(struct policy_prog *ret)

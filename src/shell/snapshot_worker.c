@@ -279,8 +279,10 @@ static int save_dir(struct worker *w, struct archive *a, int fd, size_t plen, un
                 const char *name = de->d_name;
                 if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
                         continue;
-                /* never: the workspace, and .local (state, a restore's staging) */
-                if (depth == 0 && (strcmp(name, "workspace") == 0 || strcmp(name, ".local") == 0))
+                /* never: the workspace, .local (state, a restore's staging),
+                 * and the file system's own lost+found (root's) */
+                if (depth == 0 && (strcmp(name, "workspace") == 0 || strcmp(name, ".local") == 0 ||
+                                   strcmp(name, "lost+found") == 0))
                         continue;
                 r = save_one(w, a, dirfd(d), name, plen, depth);
         }
