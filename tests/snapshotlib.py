@@ -112,14 +112,15 @@ def zstd(data, decompress=False):
                           timeout=60).stdout
 
 
-def start_snapshot_daemon(parent, **shell):
+def start_snapshot_daemon(parent, env=None, **shell):
     """A shell daemon with this suite's UIDs (one at a time per suite)."""
     from conftest import ShellDaemon  # the integration suite's
     workdir = tempfile.mkdtemp(prefix="d", dir=parent)
     os.chmod(workdir, 0o755)
     root = tempfile.mkdtemp(prefix="shelltest-", dir="/var/tmp")
     os.chmod(root, 0o755)
-    d = ShellDaemon({"jail": {"uid_min": UID_MIN, "uid_max": UID_MAX}}, workdir, root, shell)
+    d = ShellDaemon({"jail": {"uid_min": UID_MIN, "uid_max": UID_MAX}}, workdir, root, shell,
+                    env)
     d.uid_min, d.uid_max, d.shell_uid = UID_MIN, UID_MAX, SHELL_UID
     try:
         return d.start()
@@ -148,11 +149,23 @@ def host_listing(top):
     return out
 
 
+def snapshot_workers(d):
+    """Live snapshot workers of d (they run as the jobs' UID)."""
+    out = []
+    for pid, name, _ in d.shell_processes():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if name == "lockbox-snap" and state != "Z":
+            out.append(pid)
+    return out
+
+
 def workers_gone(d):
-    """No process of the jobs' UID is a snapshot worker (it runs as that
-    UID) or anything else."""
-    procs = d.shell_processes()
-    assert not procs, f"processes of the jobs' UID left: {procs}"
+    procs = snapshot_workers(d)
+    assert not procs, f"snapshot workers left: {procs}"
 
 
 def wait_for(check, timeout=10.0):

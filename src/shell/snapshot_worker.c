@@ -116,7 +116,8 @@ static int lock_down(const struct snap_spec *s, const char **ret_step)
         int keep[] = {s->data_fd, s->res_fd, s->home_fd};
         int r = 0;
         *ret_step = "pdeathsig";
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
+            prctl(PR_SET_NAME, "lockbox-snap", 0, 0, 0) < 0)
                 return -errno;
         *ret_step = "signals";
         if ((r = jail_signals_reset()) < 0)
