@@ -51,8 +51,8 @@ struct http_stream {
 struct http_reply {
         unsigned status;
         char *body;
-        const char *content_type;  /* NULL: application/json */
-        const char *allow;         /* an Allow header (405), or NULL */
+        const char *content_type;   /* NULL: application/json */
+        const char *allow;          /* an Allow header (405), or NULL */
         struct http_stream *stream; /* instead of body (the server frees it), or NULL */
 };
 

@@ -175,9 +175,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *r
         size_t len = rep.body ? strlen(rep.body) : 0;
         struct MHD_Response *resp =
             rep.stream ? stream_response(rep.stream)
-                       : MHD_create_response_from_buffer(
-                             len, rep.body ? rep.body : (void *)"",
-                             rep.body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+                       : MHD_create_response_from_buffer(len, rep.body ? rep.body : (void *)"",
+                                                         rep.body ? MHD_RESPMEM_MUST_FREE
+                                                                  : MHD_RESPMEM_PERSISTENT);
         if (rep.stream)
                 free(rep.body);
         if (!resp) {
@@ -332,7 +332,6 @@ static enum MHD_Result first_call(const struct listener *l, struct MHD_Connectio
         strbuf_init(&rq->body, body_limit(l->st->cfg, rq->route));
         return MHD_YES;
 }
-
 
 /* Every request that gets this far counts in st->active until
  * on_completed: its reply is only queued here, and a stopping server

@@ -583,8 +583,7 @@ int shell_decode_snapshot_save(const char *body, size_t len, char **ret_blob, si
                 json_t *p = json_array_get(v, i);
                 if (json_is_null(p)) /* Go leaves the element "" */
                         continue;
-                if (!json_is_string(p) ||
-                    memchr(json_string_value(p), '\0', json_string_length(p)))
+                if (!json_is_string(p) || memchr(json_string_value(p), '\0', json_string_length(p)))
                         r = -EINVAL;
                 else
                         r = shell_blob_add(&buf, &blen, SHELL_BLOB_EXCLUDE, json_string_value(p),

@@ -30,7 +30,8 @@ static struct http_reply snap_error(unsigned status, const char *code, const cha
 
 static struct http_reply jailer_error(const struct shell_reply *rep)
 {
-        unsigned status = rep->http_status >= 400 && rep->http_status <= 599 ? rep->http_status : 500;
+        unsigned status =
+            rep->http_status >= 400 && rep->http_status <= 599 ? rep->http_status : 500;
         return snap_error(status, rep->code[0] ? rep->code : "internal_error", rep->message);
 }
 
@@ -60,8 +61,8 @@ static int snap_open(struct http_state *st, const struct http_call *c, uint32_t 
         struct shell_reply rep;
         int fd = -1, chan = -1;
         const char *name = op == SHELL_SNAPSHOT_SAVE ? "snapshot_save" : "snapshot_restore";
-        int r = ipc_shell_open(st->ctrl_fd, c->trace->trace_id, &req, blob, blob_len,
-                               SNAP_SLACK_MS, st->shell_cancel_fd, &rep, &fd, &chan);
+        int r = ipc_shell_open(st->ctrl_fd, c->trace->trace_id, &req, blob, blob_len, SNAP_SLACK_MS,
+                               st->shell_cancel_fd, &rep, &fd, &chan);
         if (r < 0) {
                 *ret = unreachable(c, name, r);
                 return -1;
@@ -162,8 +163,7 @@ static ssize_t save_read(struct http_stream *s, char *buf, size_t max)
         if (n == 0 && save_verdict(ss, &rep) == 0)
                 return 0;
         log_warn(ss->trace_id, "shell.snapshot_stream_aborted", "bytes=%llu error=%s",
-                 (unsigned long long)ss->bytes,
-                 log_q(n < 0 ? strerror((int)-n) : rep.message));
+                 (unsigned long long)ss->bytes, log_q(n < 0 ? strerror((int)-n) : rep.message));
         return -1;
 }
 
@@ -202,9 +202,8 @@ static struct http_reply save_first(struct save_stream *ss)
                 ss->bytes = (uint64_t)n;
                 ss->first = buf;
                 ss->first_len = (size_t)n;
-                return (struct http_reply){.status = 200,
-                                           .content_type = "application/octet-stream",
-                                           .stream = &ss->base};
+                return (struct http_reply){
+                    .status = 200, .content_type = "application/octet-stream", .stream = &ss->base};
         }
         free(buf);
         struct http_reply out;
@@ -212,7 +211,7 @@ static struct http_reply save_first(struct save_stream *ss)
                 out = jailer_error(&rep);
         else
                 out = snap_error(500, "snapshot_failed",
-                                 n == 0     ? "the archive was empty"
+                                 n == 0            ? "the archive was empty"
                                  : n == -ETIMEDOUT ? "snapshot save timed out"
                                                    : strerror((int)-n));
         save_free(&ss->base);
@@ -300,8 +299,7 @@ static void restore_abort(void *ctx)
         free(u);
 }
 
-static struct http_reply restore_finish(struct http_state *st, const struct http_call *c,
-                                        void *ctx)
+static struct http_reply restore_finish(struct http_state *st, const struct http_call *c, void *ctx)
 {
         struct restore_upload *u = ctx;
         u->pipe = safe_close(u->pipe); /* the end of the archive */
@@ -314,8 +312,7 @@ static struct http_reply restore_finish(struct http_state *st, const struct http
                 return jailer_error(&rep);
         char *body = NULL;
         if (asprintf(&body, "{\"entries\":%llu,\"bytes_written\":%llu}\n",
-                     (unsigned long long)rep.snap_entries,
-                     (unsigned long long)rep.snap_bytes) < 0)
+                     (unsigned long long)rep.snap_entries, (unsigned long long)rep.snap_bytes) < 0)
                 body = NULL;
         return (struct http_reply){.status = 200, .body = body};
 }

@@ -130,10 +130,10 @@ struct shell_reply {
 /* The text of a run or an input: a blob of tagged records (tag, length,
  * bytes; lengths little-endian uint32), at most SHELL_BLOB_MAX bytes. */
 enum shell_blob_tag {
-        SHELL_BLOB_SCRIPT = 1, /* run: once, not empty */
-        SHELL_BLOB_CWD = 2,    /* run: at most once; absent = the default HOME */
-        SHELL_BLOB_ENV = 3,    /* run: "NAME\0VALUE", any number */
-        SHELL_BLOB_TEXT = 4,   /* input: once */
+        SHELL_BLOB_SCRIPT = 1,  /* run: once, not empty */
+        SHELL_BLOB_CWD = 2,     /* run: at most once; absent = the default HOME */
+        SHELL_BLOB_ENV = 3,     /* run: "NAME\0VALUE", any number */
+        SHELL_BLOB_TEXT = 4,    /* input: once */
         SHELL_BLOB_EXCLUDE = 5, /* snapshot save: one gitignore pattern each, any number */
 };
 

@@ -60,8 +60,8 @@ static void send_reply(int chan, struct shell_reply *rep, int fd)
         channel_send(chan, rep, sizeof(*rep), &fd, fd >= 0 ? 1 : 0);
 }
 
-_printf_(4, 5) static void send_error(int chan, unsigned status, const char *code,
-                                      const char *fmt, ...)
+_printf_(4, 5) static void send_error(int chan, unsigned status, const char *code, const char *fmt,
+                                      ...)
 {
         struct shell_reply rep = {.http_status = status};
         snprintf(rep.code, sizeof(rep.code), "%s", code);

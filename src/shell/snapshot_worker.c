@@ -54,8 +54,8 @@
 #include "jail/landlock.h"
 #include "shell/exclude.h"
 
-#define DEPTH_MAX 256             /* directory levels walked, unpacked or merged */
-#define WORKER_NOFILE 1024        /* two descriptors a level at most, and libarchive's */
+#define DEPTH_MAX 256              /* directory levels walked, unpacked or merged */
+#define WORKER_NOFILE 1024         /* two descriptors a level at most, and libarchive's */
 #define WORKER_DATA (512ull << 20) /* heap: zstd's windows and libarchive's buffers */
 #define IO_CHUNK 65536
 
@@ -249,16 +249,17 @@ static int save_one(struct worker *w, struct archive *a, int dfd, const char *na
             !(dir || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
                 goto out;
         if (++w->res.entries > w->s->max_entries) {
-                r = wfail(w, SNAP_FAILED, "HOME holds more than %llu entries "
+                r = wfail(w, SNAP_FAILED,
+                          "HOME holds more than %llu entries "
                           "(shell.snapshot_max_entries)",
                           (unsigned long long)w->s->max_entries);
                 goto out;
         }
         r = save_entry(w, a, dfd, name, &st);
         if (r == 0 && dir) {
-                int sub = depth + 1 < DEPTH_MAX ? openat(dfd, name, O_RDONLY | O_DIRECTORY |
-                                                                        O_NOFOLLOW | O_CLOEXEC)
-                                                : (errno = ELOOP, -1);
+                int sub = depth + 1 < DEPTH_MAX
+                              ? openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                              : (errno = ELOOP, -1);
                 r = sub < 0 ? wfail(w, SNAP_FAILED, "%s: %s", w->path, strerror(errno))
                             : save_dir(w, a, sub, at + n, depth + 1);
         }
@@ -435,7 +436,8 @@ static la_ssize_t restore_read(struct archive *a, void *ctx, const void **buf)
         }
         if (w->io_bytes + (uint64_t)n > w->s->max_bytes) {
                 w->over_bound = true;
-                archive_set_error(a, EFBIG, "the archive is larger than %llu bytes "
+                archive_set_error(a, EFBIG,
+                                  "the archive is larger than %llu bytes "
                                   "(shell.snapshot_max_bytes)",
                                   (unsigned long long)w->s->max_bytes);
                 return -1;
@@ -475,8 +477,8 @@ static const char *path_problem(const char *p, bool *ret_root)
 static bool regular_beneath(int dirfd, const char *path)
 {
         struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                          RESOLVE_NO_MAGICLINKS};
+                               .resolve =
+                                   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
         _cleanup_close_ int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
         struct stat st;
         return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
@@ -525,8 +527,7 @@ static int check_entry(struct worker *w, struct archive_entry *e, int stage, boo
         mode_t type = archive_entry_filetype(e);
         if (!link && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
                 return wfail(w, SNAP_MALFORMED,
-                             "archive entry %s: devices, fifos and sockets are not restored",
-                             path);
+                             "archive entry %s: devices, fifos and sockets are not restored", path);
         if (*ret_skip && type != AE_IFDIR)
                 return wfail(w, SNAP_MALFORMED, "archive entry %s: not a directory", path);
         /* no setuid, setgid or sticky bit, no owner, ACL or attribute */

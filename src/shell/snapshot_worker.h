@@ -24,10 +24,10 @@ struct snap_result {
 };
 
 struct snap_spec {
-        uint32_t op;  /* SHELL_SNAPSHOT_SAVE or _RESTORE */
-        int data_fd;  /* save: the pipe's write end; restore: its read end */
-        int res_fd;   /* the worker's end of its SEQPACKET socket to the jailer */
-        int home_fd;  /* shell.home, O_DIRECTORY */
+        uint32_t op; /* SHELL_SNAPSHOT_SAVE or _RESTORE */
+        int data_fd; /* save: the pipe's write end; restore: its read end */
+        int res_fd;  /* the worker's end of its SEQPACKET socket to the jailer */
+        int home_fd; /* shell.home, O_DIRECTORY */
         const char *home;
         uid_t uid;
         const char *const *patterns; /* save: exclude patterns */
