@@ -50,16 +50,24 @@ static int class_match(const char *p, char c, const char **ret_end)
         return hit != negate;
 }
 
-bool exclude_glob_match(const char *p, const char *s)
+/* The steps one pattern may take on one path: backtracking over "*" and
+ * "**" is exponential in the worst case ("*a*a*a*a*b"); far more than any
+ * sane pattern needs. */
+#define GLOB_STEPS_MAX 1000000
+
+static int glob_match(const char *p, const char *s, unsigned long *steps)
 {
         for (;;) {
+                if (++*steps > GLOB_STEPS_MAX)
+                        return -E2BIG;
                 if (p[0] == '*' && p[1] == '*' && (p[2] == '/' || p[2] == '\0')) {
                         if (p[2] == '\0') /* a trailing "**": the rest, whatever it is */
                                 return true;
                         /* "**" followed by '/': zero or more whole directories */
                         for (const char *t = s;; t++) {
-                                if ((t == s || t[-1] == '/') && exclude_glob_match(p + 3, t))
-                                        return true;
+                                int m = t == s || t[-1] == '/' ? glob_match(p + 3, t, steps) : 0;
+                                if (m)
+                                        return m;
                                 if (!*t)
                                         return false;
                         }
@@ -71,8 +79,9 @@ bool exclude_glob_match(const char *p, const char *s)
                         while (*p == '*')
                                 p++;
                         for (const char *t = s;; t++) {
-                                if (exclude_glob_match(p, t))
-                                        return true;
+                                int m = glob_match(p, t, steps);
+                                if (m)
+                                        return m;
                                 if (!*t || *t == '/')
                                         return false;
                         }
@@ -95,11 +104,9 @@ bool exclude_glob_match(const char *p, const char *s)
                         p = end, s++;
                         continue;
                 }
-                case '\\':
-                        if (p[1])
-                                p++;
-                        /* fall through */
                 default:
+                        if (*p == '\\' && p[1])
+                                p++;
                         if (*p != *s)
                                 return false;
                         p++, s++;
@@ -179,12 +186,21 @@ struct exclude_set *exclude_set_free(struct exclude_set *x)
         return NULL;
 }
 
-bool exclude_set_match(const struct exclude_set *x, const char *path, bool is_dir)
+int exclude_glob_match(const char *pattern, const char *path)
+{
+        unsigned long steps = 0;
+        return glob_match(pattern, path, &steps);
+}
+
+int exclude_set_match(const struct exclude_set *x, const char *path, bool is_dir)
 {
         bool excluded = false;
         for (size_t i = 0; x && i < x->n; i++) {
                 const struct exclude_rule *r = &x->rules[i];
-                if ((!r->dir_only || is_dir) && exclude_glob_match(r->glob, path))
+                int m = !r->dir_only || is_dir ? exclude_glob_match(r->glob, path) : 0;
+                if (m < 0)
+                        return m;
+                if (m)
                         excluded = !r->negate;
         }
         return excluded;

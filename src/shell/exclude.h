@@ -26,8 +26,10 @@ struct exclude_set;
 int exclude_set_new(const char *const *patterns, size_t n, struct exclude_set **ret);
 struct exclude_set *exclude_set_free(struct exclude_set *x);
 /* Is path (relative, '/'-separated, no leading or trailing '/'), whose
- * parent directory is not excluded, excluded? is_dir: it is a directory. */
-bool exclude_set_match(const struct exclude_set *x, const char *path, bool is_dir);
+ * parent directory is not excluded, excluded? is_dir: it is a directory.
+ * 1 or 0; -E2BIG when a pattern would take more than a million steps on
+ * it (backtracking over many '*': the caller fails rather than guess). */
+int exclude_set_match(const struct exclude_set *x, const char *path, bool is_dir);
 /* One glob (the syntax above, without '!', anchoring or a trailing '/')
- * against a whole path. Exposed for the unit tests. */
-bool exclude_glob_match(const char *pattern, const char *path);
+ * against a whole path: 1, 0 or -E2BIG. Exposed for the tests. */
+int exclude_glob_match(const char *pattern, const char *path);

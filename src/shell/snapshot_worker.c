@@ -123,7 +123,7 @@ static int lock_down(const struct snap_spec *s, const char **ret_step)
         if ((r = jail_signals_reset()) < 0)
                 return r;
         signal(SIGPIPE, SIG_IGN);
-        fd_close_all_except(3, keep, ELEMENTSOF(keep));
+        fd_close_all_except(0, keep, ELEMENTSOF(keep)); /* stdio too: nothing to say there */
         *ret_step = "mount namespace";
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return -errno;
@@ -245,8 +245,12 @@ static int save_one(struct worker *w, struct archive *a, int dfd, const char *na
                 goto out;
         }
         bool dir = S_ISDIR(st.st_mode);
-        if (exclude_set_match(w->x, w->path, dir) ||
-            !(dir || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+        int ex = exclude_set_match(w->x, w->path, dir);
+        if (ex < 0) {
+                r = wfail(w, SNAP_FAILED, "an exclude pattern is too complex to match %s", w->path);
+                goto out;
+        }
+        if (ex || !(dir || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
                 goto out;
         if (++w->res.entries > w->s->max_entries) {
                 r = wfail(w, SNAP_FAILED,

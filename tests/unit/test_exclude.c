@@ -1,5 +1,6 @@
 /* The snapshot's gitignore-style exclude patterns (shell/exclude.h):
  * globs, anchoring, directories only, negation, comments, "**". */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "shell/exclude.h"
@@ -11,7 +12,7 @@ static bool excluded(const char *const *pats, size_t n, const char *path, bool i
         struct exclude_set *x = NULL;
         if (exclude_set_new(pats, n, &x) < 0)
                 return false;
-        bool r = exclude_set_match(x, path, is_dir);
+        bool r = exclude_set_match(x, path, is_dir) == 1;
         exclude_set_free(x);
         return r;
 }
@@ -97,4 +98,20 @@ TEST(exclude_comments_blank_spaces)
         EXPECT_TRUE(EX("a", false, "a   "));
         EXPECT_TRUE(EX("a ", false, "a\\ "));
         EXPECT_FALSE(EX("a", false, "/"));
+}
+
+TEST(exclude_pathological_pattern_is_bounded)
+{
+        char path[201];
+        memset(path, 'a', 200);
+        path[200] = '\0';
+        EXPECT_INT_OP(exclude_glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*b", path), ==, -E2BIG);
+        EXPECT_INT_OP(exclude_glob_match("*a*b", path), ==, 0);
+        EXPECT_INT_OP(exclude_glob_match("*a*a", path), ==, 1);
+        struct exclude_set *x = NULL;
+        EXPECT_INT_OP(exclude_set_new((const char *const[]){"**/**/**/**/**/**/**/**/x"}, 1, &x),
+                      ==, 0);
+        EXPECT_INT_OP(exclude_set_match(x, "a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/y", false),
+                      ==, -E2BIG);
+        exclude_set_free(x);
 }
