@@ -727,9 +727,20 @@ class ShellDaemon(Daemon):
         files = self.files_left()
         assert not files, f"files of the jobs' UID outside shell.home: {files}"
         assert not os.path.ismount(self.home), f"{self.home} still mounted"
-        loops = [b for b in glob.glob("/sys/block/loop*/loop/backing_file")
-                 if open(b).read().startswith(self.root + "/")]
-        assert not loops, f"loop devices still attached to {self.root}: {loops}"
+
+        def detached():
+            # the kernel lets go of an autoclear loop device from a work
+            # queue once its file system's last reference is gone: soon
+            # after the unmount, not always before it returns
+            loops = []
+            for b in glob.glob("/sys/block/loop*/loop/backing_file"):
+                try:
+                    if open(b).read().startswith(self.root + "/"):
+                        loops.append(b)
+                except OSError:
+                    pass  # detached while we looked
+            assert not loops, f"loop devices still attached to {self.root}: {loops}"
+        eventually(detached, scaled(5))
 
 
 def start_shell_daemon(parent, shell=None, env=None, **config):
