@@ -9,7 +9,7 @@
 
 CC       ?= cc
 BUILD    ?= build
-PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp libmnl libnftables sqlite3
+PKGS     := libmicrohttpd jansson yaml-0.1 libseccomp libmnl libnftables sqlite3 libarchive nettle
 PYTHON   ?= /usr/bin/python3
 CONFIG   ?= conf/config.yaml
 
@@ -150,7 +150,7 @@ FUZZ_CC      ?= clang
 FUZZ_BUILD   := build/fuzz
 FUZZ_TIME    ?= 10
 FUZZ_TARGETS := fuzz_request fuzz_headers fuzz_config fuzz_deps fuzz_dns fuzz_sanitize \
-                fuzz_shell_request
+                fuzz_shell_request fuzz_exclude
 FUZZ_PKGS    := jansson yaml-0.1 libseccomp
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE $(WARN) -Wno-unknown-warning-option -g -O1 \
                 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
@@ -170,6 +170,7 @@ FUZZ_SRCS_fuzz_sanitize     := src/shell/sanitize.c src/shell/window.c src/base/
                                src/base/utf8.c
 FUZZ_SRCS_fuzz_shell_request := src/http/shell_decode.c src/http/shell_encode.c \
                                src/ipc/shell_proto.c src/base/strbuf.c src/base/utf8.c
+FUZZ_SRCS_fuzz_exclude      := src/shell/exclude.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
 # Runs every seed and committed crash input of target $$t once (libFuzzer
 # runs the files named on its command line); the log is shown on failure.

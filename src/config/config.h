@@ -103,6 +103,9 @@ struct config {
         int shell_processes;                /* shell.processes: per job */
         int64_t shell_binding_memory_bytes; /* shell.binding_memory: a binding's jobs */
         int shell_binding_processes;        /* shell.binding_processes */
+        int64_t shell_snapshot_timeout;     /* shell.snapshot_timeout, seconds */
+        int64_t shell_snapshot_max_bytes;   /* shell.snapshot_max_bytes */
+        int shell_snapshot_max_entries;     /* shell.snapshot_max_entries */
         char *shell_path_isolation; /* SHELLCTL_ENABLE_PATH_ISOLATION: "true" = Landlock on */
         char **shell_landlock_rw;   /* SHELLCTL_LANDLOCK_RW_PATHS */
         size_t n_shell_landlock_rw;

@@ -478,6 +478,15 @@ const struct schema_row schema_rows[] = {
             "equally."),
         INT("shell.binding_processes", shell_binding_processes, "512", 8, 1000000, NULL,
             "Tasks of all the jobs of one binding together."),
+        DURATION("shell.snapshot_timeout", shell_snapshot_timeout, "45", 1, 24 * HOURS,
+                 "SHELLCTL_SNAPSHOT_TIMEOUT",
+                 "Longest one snapshot save or restore of shell.home may take; then its worker "
+                 "is killed and the call fails (a save's stream is cut)."),
+        SIZE("shell.snapshot_max_bytes", shell_snapshot_max_bytes, "1G", 1 * M, 1024 * G,
+             "Bound of a snapshot: bytes of the archive (saved or uploaded) and, separately, "
+             "bytes of file data it holds when unpacked."),
+        INT("shell.snapshot_max_entries", shell_snapshot_max_entries, "100000", 16, 100000000,
+            NULL, "Bound of a snapshot: files, directories and links in one archive."),
         STR_ENV_EMPTY("shell.path_isolation", shell_path_isolation, "true", NULL,
             "SHELLCTL_ENABLE_PATH_ISOLATION",
             "Landlock path rules on top of the job's mount view: exactly \"true\" is on, any "

@@ -14,10 +14,20 @@ struct config;
 
 /* What a route's body may hold: none, a small JSON object
  * (HTTP_BODY_SMALL_BYTES), a text (HTTP_BODY_TEXT_BYTES: a shell job's
- * input), or up to server.max_body_bytes (code, a job's script). Nothing
+ * input), or up to server.max_body_bytes (code, a job's script), a
+ * snapshot save's options, or a snapshot archive streamed to its handler
+ * (routes.h, struct http_upload_ops). Nothing
  * of a body is kept before the route and the credential (from the
  * headers) have been checked. */
-enum body_kind { BODY_NONE, BODY_SMALL, BODY_TEXT, BODY_CONFIGURED };
+enum body_kind {
+        BODY_NONE,
+        BODY_SMALL,
+        BODY_TEXT,
+        BODY_CONFIGURED,
+        BODY_OPTIONS, /* HTTP_BODY_OPTIONS_BYTES: a snapshot save's options */
+        BODY_STREAM,  /* not held: given to the route's upload ops, up to
+                       * shell.snapshot_max_bytes */
+};
 
 struct route {
         const char *method;
@@ -49,6 +59,8 @@ struct route_table {
         /* The answer, in this API's words; message says what the server
          * saw (NULL for REFUSE_AUTH: the API words it). */
         struct http_reply (*refuse)(enum http_refusal why, const char *message);
+        /* The body handler of the table's BODY_STREAM routes (NULL: none). */
+        const struct http_upload_ops *upload;
 };
 
 #define ROUTER_ALLOW_MAX 64

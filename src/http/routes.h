@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <semaphore.h>
 
 #include "base/trace.h"
@@ -36,11 +37,38 @@ struct http_call {
         void *query_ctx;
 };
 
+/* A response body made while it is sent (chunked), and its trailers. */
+struct http_stream {
+        /* Up to max bytes into buf: how many (> 0), 0 at a clean end, or
+         * < 0 to abort the connection (the client sees no clean end). */
+        ssize_t (*read)(struct http_stream *s, char *buf, size_t max);
+        /* After a clean end: the trailers, each given to add(ctx, ...). */
+        void (*trailers)(struct http_stream *s,
+                         void (*add)(void *ctx, const char *name, const char *value), void *ctx);
+        void (*free)(struct http_stream *s);
+};
+
 struct http_reply {
         unsigned status;
         char *body;
-        const char *content_type; /* NULL: application/json */
-        const char *allow;        /* an Allow header (405), or NULL */
+        const char *content_type;   /* NULL: application/json */
+        const char *allow;          /* an Allow header (405), or NULL */
+        struct http_stream *stream; /* instead of body (the server frees it), or NULL */
+};
+
+/* A route whose body goes to its handler piece by piece (BODY_STREAM)
+ * instead of being held: opened once the route and the credential are
+ * known, before any of the body is read. */
+struct http_upload_ops {
+        /* 0 with *ret_ctx to take the body, or -1 with *ret (the answer). */
+        int (*open)(struct http_state *st, const struct http_call *c, void **ret_ctx,
+                    struct http_reply *ret);
+        /* A piece of the body (which the handler may drop). */
+        void (*write)(void *ctx, const char *data, size_t n);
+        /* The whole body came: the answer; ctx is freed. */
+        struct http_reply (*finish)(struct http_state *st, const struct http_call *c, void *ctx);
+        /* The request ended without finish (the client went away): free ctx. */
+        void (*abort)(void *ctx);
 };
 
 static inline const char *http_call_query(const struct http_call *c, const char *name)

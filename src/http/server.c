@@ -86,6 +86,10 @@ static size_t body_limit(const struct config *cfg, const struct route *r)
                 return HTTP_BODY_SMALL_BYTES;
         case BODY_TEXT:
                 return HTTP_BODY_TEXT_BYTES;
+        case BODY_OPTIONS:
+                return HTTP_BODY_OPTIONS_BYTES;
+        case BODY_STREAM:
+                return (size_t)cfg->shell_snapshot_max_bytes;
         default:
                 return (size_t)cfg->max_body_bytes;
         }
@@ -109,6 +113,8 @@ struct request {
         struct strbuf body;
         bool too_large, answered;
         bool counted; /* in st->active until its reply has gone out */
+        void *upload; /* BODY_STREAM: the handler's context while the body comes */
+        uint64_t upload_bytes;
         struct trace trace;
         int64_t start_ms; /* monotonic_ms() when it came in */
         bool has_id;
@@ -116,20 +122,72 @@ struct request {
         char allow[ROUTER_ALLOW_MAX];
 };
 
+/* A streamed body (routes.h): libmicrohttpd sends it chunked, and the
+ * footers added at its clean end as the last chunk's trailers. */
+struct stream_call {
+        struct http_stream *s;
+        struct MHD_Response *resp;
+};
+
+static void add_footer(void *ctx, const char *name, const char *value)
+{
+        MHD_add_response_footer(ctx, name, value);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        struct stream_call *x = cls;
+        ssize_t n = x->s->read(x->s, buf, max);
+        if (n > 0)
+                return n;
+        if (n < 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        x->s->trailers(x->s, add_footer, x->resp);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_free(void *cls)
+{
+        struct stream_call *x = cls;
+        x->s->free(x->s);
+        free(x);
+}
+
+static struct MHD_Response *stream_response(struct http_stream *s)
+{
+        struct stream_call *x = calloc(1, sizeof(*x));
+        if (!x) {
+                s->free(s);
+                return NULL;
+        }
+        x->s = s;
+        x->resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, x,
+                                                    stream_free);
+        struct MHD_Response *resp = x->resp;
+        if (!resp)
+                stream_free(x);
+        return resp;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, struct request *rq,
                                   struct http_reply rep, bool close_after)
 {
         size_t len = rep.body ? strlen(rep.body) : 0;
-        struct MHD_Response *resp = MHD_create_response_from_buffer(
-            len, rep.body ? rep.body : (void *)"",
-            rep.body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-        if (!resp) {
+        struct MHD_Response *resp =
+            rep.stream ? stream_response(rep.stream)
+                       : MHD_create_response_from_buffer(len, rep.body ? rep.body : (void *)"",
+                                                         rep.body ? MHD_RESPMEM_MUST_FREE
+                                                                  : MHD_RESPMEM_PERSISTENT);
+        if (rep.stream)
                 free(rep.body);
+        if (!resp) {
+                if (!rep.stream)
+                        free(rep.body);
                 return MHD_NO;
         }
         char tp[64];
         trace_format(&rq->trace, tp, sizeof(tp));
-        if (rep.body)
+        if (rep.body || rep.stream)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                         rep.content_type ? rep.content_type : "application/json");
         if (rep.allow)
@@ -203,6 +261,46 @@ static enum MHD_Result no_route(const struct listener *l, struct MHD_Connection 
         return send_reply(conn, rq, rep, false);
 }
 
+static void arm(const struct listener *l, struct MHD_Connection *conn, enum deadline_phase phase,
+                int seconds);
+
+static const char *call_query(const struct http_call *c, const char *name)
+{
+        return MHD_lookup_connection_value(c->query_ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static struct http_call call_of(struct MHD_Connection *conn, struct request *rq)
+{
+        return (struct http_call){
+            .content_type =
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+            .body = rq->body.data ? rq->body.data : "",
+            .body_len = rq->body.len,
+            .query_language = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "language"),
+            .trace = &rq->trace,
+            .path_id = rq->has_id ? rq->path_id : NULL,
+            .query = call_query,
+            .query_ctx = conn,
+        };
+}
+
+/* A BODY_STREAM route's handler takes the body from the start; its
+ * deadline is the snapshot's. */
+static enum MHD_Result upload_open(const struct listener *l, struct MHD_Connection *conn,
+                                   struct request *rq)
+{
+        struct http_call call = call_of(conn, rq);
+        struct http_reply rep = {0};
+        if (l->table->upload->open(l->st, &call, &rq->upload, &rep) < 0) {
+                rq->upload = NULL;
+                if (!rep.body)
+                        rep = refuse(l, REFUSE_NO_MEMORY, "out of memory");
+                return send_reply(conn, rq, rep, true);
+        }
+        arm(l, conn, DEADLINE_BODY, (int)l->st->cfg->shell_snapshot_timeout);
+        return MHD_YES;
+}
+
 /* First call for a request: route, auth and the declared body size can
  * all be answered before reading the body. */
 static enum MHD_Result first_call(const struct listener *l, struct MHD_Connection *conn,
@@ -229,13 +327,10 @@ static enum MHD_Result first_call(const struct listener *l, struct MHD_Connectio
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > body_limit(l->st->cfg, rq->route))
                 return send_reply(conn, rq, too_large(l, rq->route), true);
+        if (rq->route->body == BODY_STREAM && t->upload)
+                return upload_open(l, conn, rq);
         strbuf_init(&rq->body, body_limit(l->st->cfg, rq->route));
         return MHD_YES;
-}
-
-static const char *call_query(const struct http_call *c, const char *name)
-{
-        return MHD_lookup_connection_value(c->query_ctx, MHD_GET_ARGUMENT_KIND, name);
 }
 
 /* Every request that gets this far counts in st->active until
@@ -252,19 +347,13 @@ static enum MHD_Result final_call(const struct listener *l, struct MHD_Connectio
         if (atomic_load(&st->stopping))
                 return send_reply(conn, rq, refuse(l, REFUSE_STOPPING, "server is shutting down"),
                                   true);
-        struct http_call call = {
-            .content_type =
-                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
-            .body = rq->body.data ? rq->body.data : "",
-            .body_len = rq->body.len,
-            .query_language = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "language"),
-            .trace = &rq->trace,
-            .path_id = rq->has_id ? rq->path_id : NULL,
-            .query = call_query,
-            .query_ctx = conn,
-        };
-        struct http_reply rep = rq->route->handle(st, &call);
-        if (!rep.body)
+        struct http_call call = call_of(conn, rq);
+        struct http_reply rep;
+        if (rq->upload)
+                rep = l->table->upload->finish(st, &call, TAKE_PTR(rq->upload));
+        else
+                rep = rq->route->handle(st, &call);
+        if (!rep.body && !rep.stream)
                 rep = refuse(l, REFUSE_NO_MEMORY, "out of memory");
         return send_reply(conn, rq, rep, false);
 }
@@ -302,6 +391,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 *upload_data_size = 0; /* discard the rest of a refused body */
                 return MHD_YES;
         }
+        if (*upload_data_size && rq->upload) {
+                /* the handler bounds what it takes; past the route's limit
+                 * nothing more goes to it */
+                size_t n = *upload_data_size;
+                rq->upload_bytes += n;
+                if (rq->upload_bytes <= body_limit(st->cfg, rq->route))
+                        l->table->upload->write(rq->upload, upload_data, n);
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
         if (*upload_data_size) {
                 /* (a strbuf limit of 0 means none: a route without a body
                  * refuses its first byte itself) */
@@ -327,6 +426,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                 return;
         if (rq->counted)
                 atomic_fetch_sub(&l->st->active, 1);
+        if (rq->upload)
+                l->table->upload->abort(TAKE_PTR(rq->upload));
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
         if (ci && l->table->metrics)

@@ -22,6 +22,7 @@ struct shared_stats;
 #define HTTP_CONNECTION_MEMORY (256 * 1024)
 #define HTTP_BODY_SMALL_BYTES 4096
 #define HTTP_BODY_TEXT_BYTES (1024 * 1024)
+#define HTTP_BODY_OPTIONS_BYTES 65536
 
 /* When the server stops, shell calls still waiting for the jailer after
  * this long give up (503), as the reference's own shutdown cuts its

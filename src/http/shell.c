@@ -325,6 +325,8 @@ static const struct route shell_routes[] = {
     {"POST", "/v1/jobs/{id}/terminate", true, BODY_SMALL, jobs_terminate},
     {"GET", "/v1/jobs/{id}/log/tail", true, BODY_NONE, jobs_tail},
     {"PUT", "/v1/prepare", true, BODY_TEXT, prepare},
+    {"POST", "/v1/snapshot/save", true, BODY_OPTIONS, shell_snapshot_save},
+    {"POST", "/v1/snapshot/restore", true, BODY_STREAM, shell_snapshot_restore},
 };
 
 const struct route_table shell_route_table = {
@@ -335,4 +337,5 @@ const struct route_table shell_route_table = {
     .auth_header = "Authorization",
     .auth_ok = auth_ok,
     .refuse = refuse,
+    .upload = &shell_snapshot_restore_ops,
 };

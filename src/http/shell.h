@@ -45,6 +45,14 @@ int shell_decode_input(const char *body, size_t len, struct shell_req *req, char
  * empty session_id, no credentials, then 409 egressproxy_disabled, as
  * lockbox has no egress proxy to give them to. */
 int shell_decode_prepare(const char *body, size_t len, struct shell_error *e);
+
+/* A snapshot save's optional body, {"excludes":["pattern",...]}: 0 with
+ * the patterns as a blob of SHELL_BLOB_EXCLUDE records (*ret_blob NULL
+ * when there are none; an empty body has none), or -EINVAL with *e
+ * (400 invalid_request: not JSON, not an object, excludes not a list of
+ * strings, or a pattern holding NUL). */
+int shell_decode_snapshot_save(const char *body, size_t len, char **ret_blob, size_t *ret_blob_len,
+                               struct shell_error *e);
 /* Best effort, as the reference: a body that does not decode means the
  * default grace. */
 void shell_decode_terminate(const char *body, size_t len, struct shell_req *req);
@@ -53,6 +61,12 @@ void shell_decode_terminate(const char *body, size_t len, struct shell_req *req)
 void shell_query_tail(const char *output_limit, struct shell_req *req);
 void shell_query_list(const char *status, const char *limit, struct shell_req *req);
 void shell_query_delete(const char *force, const char *grace_seconds, struct shell_req *req);
+
+/* The snapshot routes (shell_snapshot.c): save answers with a stream
+ * (routes.h); restore's body goes to shell_snapshot_restore_ops. */
+struct http_reply shell_snapshot_save(struct http_state *st, const struct http_call *c);
+struct http_reply shell_snapshot_restore(struct http_state *st, const struct http_call *c);
+extern const struct http_upload_ops shell_snapshot_restore_ops;
 
 /* 16 lowercase hex digits. */
 bool shell_job_id_valid(const char *id);

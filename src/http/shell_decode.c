@@ -621,3 +621,39 @@ void shell_query_delete(const char *force, const char *grace_seconds, struct she
         req->force = force && strcmp(force, "true") == 0;
         req->grace_ms = grace_of(grace);
 }
+
+int shell_decode_snapshot_save(const char *body, size_t len, char **ret_blob, size_t *ret_blob_len,
+                               struct shell_error *e)
+{
+        *ret_blob = NULL;
+        *ret_blob_len = 0;
+        if (len == 0) /* no body: no excludes */
+                return 0;
+        json_t *o = NULL;
+        int r = body_parse(body, len, &o);
+        if (r == -ENOMEM)
+                return out_of_memory(e);
+        if (r < 0)
+                return invalid_body(e);
+        json_t *v = field(o, "excludes");
+        char *buf = NULL;
+        size_t blen = 0;
+        if (v && !json_is_null(v) && !json_is_array(v))
+                r = -EINVAL;
+        for (size_t i = 0; r == 0 && json_is_array(v) && i < json_array_size(v); i++) {
+                json_t *p = json_array_get(v, i);
+                if (json_is_null(p)) /* Go leaves the element "" */
+                        continue;
+                if (!json_is_string(p) || memchr(json_string_value(p), '\0', json_string_length(p)))
+                        r = -EINVAL;
+                else
+                        r = shell_blob_add(&buf, &blen, SHELL_BLOB_EXCLUDE, json_string_value(p),
+                                           json_string_length(p));
+        }
+        json_decref(o);
+        if (r == -EINVAL) {
+                free(buf);
+                return invalid_body(e);
+        }
+        return blob_result(r, buf, blen, ret_blob, ret_blob_len, e);
+}

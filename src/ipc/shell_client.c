@@ -111,9 +111,9 @@ static int take_reply(int chan, struct shell_reply *ret, int *ret_fd)
         return 0;
 }
 
-int ipc_shell_call(int ctrl_fd, const char *trace_id, const struct shell_req *req, const char *blob,
+int ipc_shell_open(int ctrl_fd, const char *trace_id, const struct shell_req *req, const char *blob,
                    size_t blob_len, int deadline_ms, int cancel_fd, struct shell_reply *ret,
-                   int *ret_fd)
+                   int *ret_fd, int *ret_chan)
 {
         _cleanup_close_ int chan = channel_open(ctrl_fd, trace_id);
         if (chan < 0)
@@ -123,5 +123,28 @@ int ipc_shell_call(int ctrl_fd, const char *trace_id, const struct shell_req *re
                 r = wait_reply(chan, deadline_ms, cancel_fd);
         if (r == 0)
                 r = take_reply(chan, ret, ret_fd);
+        if (r == 0)
+                *ret_chan = TAKE_FD(chan);
+        return r;
+}
+
+int ipc_shell_next(int chan, int deadline_ms, int cancel_fd, struct shell_reply *ret)
+{
+        int fd = -1;
+        int r = wait_reply(chan, deadline_ms, cancel_fd);
+        if (r == 0)
+                r = take_reply(chan, ret, &fd);
+        safe_close(fd);
+        return r;
+}
+
+int ipc_shell_call(int ctrl_fd, const char *trace_id, const struct shell_req *req, const char *blob,
+                   size_t blob_len, int deadline_ms, int cancel_fd, struct shell_reply *ret,
+                   int *ret_fd)
+{
+        int chan = -1;
+        int r = ipc_shell_open(ctrl_fd, trace_id, req, blob, blob_len, deadline_ms, cancel_fd, ret,
+                               ret_fd, &chan);
+        safe_close(chan);
         return r;
 }

@@ -19,3 +19,15 @@
 int ipc_shell_call(int ctrl_fd, const char *trace_id, const struct shell_req *req, const char *blob,
                    size_t blob_len, int deadline_ms, int cancel_fd, struct shell_reply *ret,
                    int *ret_fd);
+
+/* The same, keeping the channel open for a call that answers twice (the
+ * snapshot calls, shell_proto.h): on success *ret_chan is the channel,
+ * which the caller closes (closing it early tells the jailer the call is
+ * abandoned). */
+int ipc_shell_open(int ctrl_fd, const char *trace_id, const struct shell_req *req, const char *blob,
+                   size_t blob_len, int deadline_ms, int cancel_fd, struct shell_reply *ret,
+                   int *ret_fd, int *ret_chan);
+/* The next reply on an open channel (an attached fd is closed): 0 with
+ * *ret, -ETIMEDOUT, -ECANCELED, -ECONNRESET (the jailer closed it) or
+ * another -errno. */
+int ipc_shell_next(int chan, int deadline_ms, int cancel_fd, struct shell_reply *ret);

@@ -62,7 +62,7 @@ int shell_blob_next(const char *buf, size_t len, size_t *pos, struct shell_blob_
         if (len - *pos < 8)
                 return -EBADMSG;
         uint32_t tag = get32(buf + *pos), n = get32(buf + *pos + 4);
-        if (tag < SHELL_BLOB_SCRIPT || tag > SHELL_BLOB_TEXT || n > len - *pos - 8)
+        if (tag < SHELL_BLOB_SCRIPT || tag > SHELL_BLOB_EXCLUDE || n > len - *pos - 8)
                 return -EBADMSG;
         *ret = (struct shell_blob_item){.tag = tag, .data = buf + *pos + 8, .len = n};
         *pos += 8 + n;

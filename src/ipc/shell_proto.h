@@ -13,7 +13,20 @@
  *           window, or for SHELL_LIST a memfd of n_jobs struct shell_view.
  *
  * Every number here was already bounded by the HTTP side; the jailer
- * checks them again and refuses a request that breaks a bound. */
+ * checks them again and refuses a request that breaks a bound.
+ *
+ * The two snapshot calls answer twice on their channel. SHELL_SNAPSHOT_SAVE
+ * (a blob of SHELL_BLOB_EXCLUDE records attached when the body named
+ * some): the first reply, 200 with the read end of a pipe attached, or
+ * the error; the tar+zstd stream of HOME comes on the pipe until the
+ * worker closes it; then the second reply, 200 with snap_entries and
+ * snap_bytes (the archive's size, which must equal what came on the
+ * pipe), or the error that cut the stream. SHELL_SNAPSHOT_RESTORE: the
+ * first reply, 200 with the write end of a pipe attached (or the error);
+ * the HTTP side writes the archive into it and closes it; the second
+ * reply, 200 with snap_entries and snap_bytes (file bytes written), or the
+ * error. The worker that reads or writes HOME is the jailer's child
+ * (shell/snapshot.c), never the HTTP process nor the jailer. */
 #pragma once
 
 #include <stddef.h>
@@ -42,7 +55,11 @@ enum shell_op {
         SHELL_LIST = 6,
         SHELL_TERMINATE = 7,
         SHELL_DELETE = 8,
+        SHELL_SNAPSHOT_SAVE = 9,
+        SHELL_SNAPSHOT_RESTORE = 10,
 };
+#define SHELL_OP_LAST SHELL_SNAPSHOT_RESTORE
+#define SHELL_SNAPSHOT_BODY_MAX 65536 /* a save's options body, as the reference */
 
 enum shell_mode { SHELL_MODE_PTY = 0, SHELL_MODE_STDIO = 1 };
 
@@ -105,15 +122,19 @@ struct shell_reply {
         uint64_t win_start, win_end;
         uint32_t truncated;
         uint32_t n_jobs; /* list: struct shell_view entries in the attached memfd */
+        /* snapshot calls, second reply: entries in the archive; bytes of the
+         * archive (save) or of file data written (restore) */
+        uint64_t snap_entries, snap_bytes;
 };
 
 /* The text of a run or an input: a blob of tagged records (tag, length,
  * bytes; lengths little-endian uint32), at most SHELL_BLOB_MAX bytes. */
 enum shell_blob_tag {
-        SHELL_BLOB_SCRIPT = 1, /* run: once, not empty */
-        SHELL_BLOB_CWD = 2,    /* run: at most once; absent = the default HOME */
-        SHELL_BLOB_ENV = 3,    /* run: "NAME\0VALUE", any number */
-        SHELL_BLOB_TEXT = 4,   /* input: once */
+        SHELL_BLOB_SCRIPT = 1,  /* run: once, not empty */
+        SHELL_BLOB_CWD = 2,     /* run: at most once; absent = the default HOME */
+        SHELL_BLOB_ENV = 3,     /* run: "NAME\0VALUE", any number */
+        SHELL_BLOB_TEXT = 4,    /* input: once */
+        SHELL_BLOB_EXCLUDE = 5, /* snapshot save: one gitignore pattern each, any number */
 };
 
 struct shell_blob_item {

@@ -1355,6 +1355,108 @@ int policy_build_server(struct policy_prog *ret)
         return r;
 }
 
+/* The snapshot worker's (src/shell/snapshot_worker.c), deny by default:
+ * it reads and writes files beneath HOME (Landlock bounds where), a pipe
+ * and its report socket, and allocates; off the list (ENOSYS): sockets,
+ * processes, exec, namespaces, mounts, ptrace, chown (it restores no
+ * owner), xattrs, ioctls. */
+static const char *const snapshot_names[] = {
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "pread64",
+    "pwrite64",
+    "lseek",
+    "close",
+    "fstat",
+    "newfstatat",
+    "statx",
+    "openat",
+    "openat2",
+    "getdents64",
+    "fcntl",
+    "dup",
+    "dup3",
+    "mkdirat",
+    "symlinkat",
+    "linkat",
+    "renameat",
+    "renameat2",
+    "unlinkat",
+    "fchmod",
+    "fchmodat",
+    "readlinkat",
+    "utimensat",
+    "fchdir",
+    "getcwd",
+    "ftruncate",
+    "fsync",
+    "fdatasync",
+    "umask",
+    "fstatfs",
+    "mmap",
+    "munmap",
+    "mremap",
+    "mprotect",
+    "madvise",
+    "brk",
+    "futex",
+    "exit",
+    "exit_group",
+    "rt_sigreturn",
+    "rt_sigprocmask",
+    "clock_gettime",
+    "gettimeofday",
+    "getpid",
+    "getuid",
+    "geteuid",
+    "getgid",
+    "getegid",
+    "getrandom",
+    "sendto",
+    "sendmsg",
+    /* glibc calls the old path syscalls where the kernel has them */
+    "mkdir",
+    "rmdir",
+    "symlink",
+    "link",
+    "unlink",
+    "rename",
+    "chmod",
+    "readlink",
+    "stat",
+    "lstat",
+    "access",
+    "faccessat",
+    "faccessat2",
+    "utimes",
+    "chdir",
+    "open",
+};
+
+int policy_build_snapshot(struct policy_prog *ret)
+{
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+        if (!ctx)
+                return -ENOMEM;
+        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(snapshot_names); i++) {
+                int nr = seccomp_syscall_resolve_name(snapshot_names[i]);
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+        }
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
+                int nr = seccomp_syscall_resolve_name(kill_names[i]);
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
+        }
+        if (r >= 0)
+                r = export_prog(ctx, ret);
+        seccomp_release(ctx);
+        return r;
+}
+
 int policy_build_zygote(struct policy_prog *ret)
 {
         /* Filters stack and the stricter action wins, so whatever this one

@@ -60,6 +60,9 @@ int policy_build_shell(const struct policy_shell_opts *o, struct policy_prog *re
 /* What a shell job's filter does with a syscall name: the shell's own entry,
  * else the runs' (policy_lookup). */
 enum policy_action policy_shell_lookup(const char *name);
+/* The HOME snapshot worker's: files, its pipe and report socket, memory;
+ * nothing else (ENOSYS), the runs' kill list kills it. */
+int policy_build_snapshot(struct policy_prog *ret);
 /* The Python zygote's (inherited by its children): no exec. */
 int policy_build_zygote(struct policy_prog *ret);
 void policy_prog_free(struct policy_prog *p);

@@ -42,6 +42,7 @@
 #include "net/net.h"
 #include "shell/disk.h"
 #include "shell/internal.h"
+#include "shell/snapshot.h"
 #include "shell/stats.h"
 #include "shell/store.h"
 #include "shell/window.h"
@@ -1588,7 +1589,7 @@ static void do_list(struct call *c)
 static bool req_valid(const struct shell_req *q)
 {
         if (q->hdr.magic != PROTO_MAGIC || q->hdr.type != PROTO_SHELL_REQ || q->op < SHELL_RUN ||
-            q->op > SHELL_DELETE || q->offset < 0 || q->timeout_ms > SHELL_WAIT_MAX_MS ||
+            q->op > SHELL_OP_LAST || q->offset < 0 || q->timeout_ms > SHELL_WAIT_MAX_MS ||
             q->grace_ms > SHELL_GRACE_MAX_MS)
                 return false;
         bool window = q->op == SHELL_RUN || q->op == SHELL_WAIT || q->op == SHELL_INPUT;
@@ -1621,6 +1622,11 @@ static void dispatch(struct call *c, int fd)
         }
         if (q->op == SHELL_LIST) {
                 do_list(c);
+                return;
+        }
+        if (q->op == SHELL_SNAPSHOT_SAVE || q->op == SHELL_SNAPSHOT_RESTORE) {
+                shell_snapshot_call(c->sh->cfg, c->sh->loop, c->chan, q, fd);
+                c->state = CALL_DONE;
                 return;
         }
         struct job *j = job_find(c->sh, q->job_id);

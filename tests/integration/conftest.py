@@ -748,7 +748,7 @@ class ShellDaemon(Daemon):
         files = self.files_left()
         assert not files, f"files of the jobs' UID outside shell.home: {files}"
         assert not os.path.ismount(self.home), f"{self.home} still mounted"
-        eventually(self.check_loop_released, scaled(3))
+        eventually(self.check_loop_released, scaled(5))
 
     def check_loop_released(self):
         """The home's loop device is detached, or released by lockbox

@@ -74,8 +74,7 @@ def test_the_token_comes_from_SHELLCTL_AUTH_TOKEN(shelld):
 @pytest.mark.parametrize("method,path", [
     ("GET", "/"), ("GET", "/v1"), ("GET", "/v1/job"), ("GET", "/v1/jobs/run/x"),
     ("GET", f"/v1/jobs/{UNKNOWN}/log"), ("POST", f"/v1/jobs/{UNKNOWN}/kill"),
-    ("GET", "/v1/sandbox/run"), ("GET", "/health"), ("POST", "/v1/snapshot/save"),
-    ("POST", "/v1/snapshot/restore")])
+    ("GET", "/v1/sandbox/run"), ("GET", "/health"), ("POST", "/v1/snapshot")])
 def test_unknown_path_is_go_s_plain_404(shelld, method, path):
     r = shelld.client.request(method, path)
     assert (r.status, r.body) == (404, b"404 page not found\n"), r
@@ -85,7 +84,8 @@ def test_unknown_path_is_go_s_plain_404(shelld, method, path):
 @pytest.mark.parametrize("method,path,allowed", [
     ("PUT", "/v1/jobs", "GET"), ("PUT", "/v1/jobs/run", "POST"),
     ("POST", f"/v1/jobs/{UNKNOWN}/log/tail", "GET"), ("GET", f"/v1/jobs/{UNKNOWN}/wait", "POST"),
-    ("POST", "/healthz", "GET")])
+    ("POST", "/healthz", "GET"), ("GET", "/v1/snapshot/save", "POST"),
+    ("PUT", "/v1/snapshot/restore", "POST")])
 def test_known_path_with_another_method_is_405_with_allow(shelld, method, path, allowed):
     r = shelld.client.request(method, path)
     assert r.status == 405, r

@@ -159,11 +159,19 @@ def test_metrics_count_live_jobs_ends_and_limits_exactly(sd):
     assert after['lockbox_shell_home_free_bytes'] > 0, after
 
 
-def test_snapshot_counters_are_shown_at_zero_until_snapshots_run(sd):
-    m = shell_metrics(sd)
-    for route in ("save", "restore"):
-        for result in ("ok", "failed"):
-            assert m[f'lockbox_shell_snapshots_total{{route="{route}",result="{result}"}}'] == 0
+def test_snapshot_counters_count_each_call_by_route_and_result(sd):
+    import snapshotlib
+    name = 'lockbox_shell_snapshots_total{{route="{}",result="{}"}}'
+    before = shell_metrics(sd)
+    saved = snapshotlib.save(sd)
+    assert saved.status == 200 and saved.trailers.get("x-snapshot-status") == "ok", saved
+    assert snapshotlib.restore(sd, saved.body).status == 200
+    assert snapshotlib.restore(sd, b"not an archive").status == 400
+    after = shell_metrics(sd)
+    got = {(r, x): after[name.format(r, x)] - before[name.format(r, x)]
+           for r in ("save", "restore") for x in ("ok", "failed")}
+    assert got == {("save", "ok"): 1, ("save", "failed"): 0,
+                   ("restore", "ok"): 1, ("restore", "failed"): 1}, got
 
 
 # ------------------------------------------------------------ /ready
