@@ -1,0 +1,99 @@
+"""Hostile shell jobs against restarts of lockboxd (shell.keep_jobs): a
+job that acts while lockboxd is down, and records a crash or an operator
+leaves damaged. Each case runs one daemon (shell.uid 81000) whose jobs
+are bounded (sleepers of at most 600 s, deleted at the end); after it
+nothing of the jobs may be left: no process of the jobs' UID, no job
+cgroup or directory, no mount or loop device (stop_shell_daemon)."""
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from conftest import eventually, scaled, start_shell_daemon, stop_shell_daemon
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "integration"))
+from test_shell_restart import down, keeper_of, up, wait_for  # noqa: E402
+
+UIDS = (80000, 80099, 81000)  # jail.uid_min, jail.uid_max, shell.uid
+
+
+@pytest.fixture
+def keepd(_session_tmp):
+    d = start_shell_daemon(_session_tmp, shell={"keep_jobs": True}, uids=UIDS,
+                           enable_network=False)
+    try:
+        yield d
+    except BaseException:
+        print(d.log[-6000:])
+        raise
+    finally:
+        try:
+            if d.proc.poll() is None:
+                d.shell_reset()
+        finally:
+            stop_shell_daemon(d)
+
+
+def output_file(d, job_id, name="output.log"):
+    try:
+        with open(os.path.join(d.state_dir, "jobs", job_id, name)) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+PTRACE = "python3 -c 'import ctypes; ctypes.CDLL(None).syscall(101, 0, 0, 0, 0)'\n"
+
+
+def test_a_forbidden_call_while_lockboxd_is_down_still_ends_the_job(keepd):
+    """ptrace is on the jobs' kill list: the call fails and the job is
+    ended for it. Made while lockboxd is down (the keeper refuses it but
+    has no one to tell), it must end the job all the same once lockboxd
+    is back, not be forgotten (a job could then probe the kill list for
+    free during every restart)."""
+    d, c = keepd, keepd.client
+    script = ("echo ready\nwhile [ ! -e go ]; do sleep 0.05; done\n" + PTRACE +
+              "echo survived\nsleep 600\n")
+    j = c.run(script, mode="stdio", timeout=0.5)
+    assert j["status"] == "running" and j["output"] == "ready\n", j
+    # the same call with lockboxd up ends the job: the verdict this case wants
+    r, out = c.run_to_end(PTRACE + "echo survived\n", mode="stdio")
+    assert (r["status"], r["exit_code"], out) == ("exited", 128 + signal.SIGSYS, ""), (r, out)
+    down(d, signal.SIGKILL)
+    with open(d.home_path("go"), "w"):
+        pass
+    wait_for(lambda: "survived" in output_file(d, j["job_id"]), scaled(10))
+    c = up(d)
+    r = c.wait(j["job_id"], offset=0, timeout=10)
+    assert (r["status"], r["exit_code"]) == ("exited", 128 + signal.SIGSYS), r
+    assert "job killed: forbidden system call ptrace" in output_file(d, j["job_id"],
+                                                                     "stderr.log")
+
+
+@pytest.mark.parametrize("damage", ["emptied", "wal_lost"])
+def test_lost_records_leave_no_process_behind(keepd, damage):
+    """shell.db loses its rows (an operator empties it, or its WAL, which
+    holds the last commits until a checkpoint, is lost with a crash):
+    lockboxd starts, and what the rows named (a binding's init, a job's
+    keeper and processes) does not run on for ever, unseen and unowned."""
+    d, c = keepd, keepd.client
+    j = c.run("echo up\nsleep 600\n", mode="stdio", timeout=5)
+    assert j["status"] == "running" and j["output"] == "up\n", j
+    wait_for(lambda: keeper_of(j["job_id"]), scaled(5))
+    down(d, signal.SIGKILL)
+    db = os.path.join(d.state_dir, "shell.db")
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.unlink(db + suffix)
+    if damage == "emptied":
+        os.truncate(db, 0)
+    c = up(d)
+    assert c.list() == []
+
+    def nothing_left():
+        left = d.shell_processes()
+        assert not left, f"processes nothing claims any more: {left}"
+    eventually(nothing_left, scaled(5))
