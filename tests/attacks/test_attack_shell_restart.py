@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import eventually, scaled, start_shell_daemon, stop_shell_daemon
+from conftest import Daemon, eventually, scaled, start_shell_daemon, stop_shell_daemon
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "integration"))
@@ -97,3 +97,37 @@ def test_lost_records_leave_no_process_behind(keepd, damage):
         left = d.shell_processes()
         assert not left, f"processes nothing claims any more: {left}"
     eventually(nothing_left, scaled(5))
+
+
+def test_a_restart_without_the_shell_keeps_the_run_network(_session_tmp):
+    """lockboxd is killed while a job of a binding on the run network is
+    running, and started again with shell.enabled false (an operator
+    turns the shell API off): the kept binding still holds a link and
+    address of the last run network. Code runs with network must work
+    all the same, not be refused for a subnet "in use on this host"."""
+    d = start_shell_daemon(_session_tmp, shell={"keep_jobs": True}, uids=UIDS)
+    try:
+        j = d.client.run("echo up\nsleep 600\n", mode="stdio", timeout=5)
+        assert j["status"] == "running" and j["output"] == "up\n", j
+        down(d, signal.SIGKILL)
+        d.shell_settings["enabled"] = False
+        # no shell port to probe: healthy is the code API's /health
+        d.wait_healthy = lambda timeout=10.0: Daemon.wait_healthy(d, timeout)
+        Daemon.start(d)
+        r = d.run("print('with network')", enable_network=True)
+        assert r["code"] == 0 and r["data"]["stdout"] == "with network\n", r
+        # the shell back on: its job is still there, and ends on request
+        d.sigterm()
+        d.proc.wait(timeout=scaled(20))
+        d.log_file.close()
+        del d.wait_healthy
+        d.shell_settings["enabled"] = True
+        c = up(d)
+        assert c.get(j["job_id"])["status"] == "running"
+        c.delete(j["job_id"], force=True, grace_seconds=0)
+        eventually(d.check_shell_idle, scaled(5))
+    except BaseException:
+        print(d.log[-6000:])
+        raise
+    finally:
+        stop_shell_daemon(d)
