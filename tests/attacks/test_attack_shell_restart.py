@@ -34,7 +34,25 @@ def keepd(_session_tmp):
             if d.proc.poll() is None:
                 d.shell_reset()
         finally:
-            stop_shell_daemon(d)
+            try:
+                stop_shell_daemon(d)
+            finally:
+                reap_leftovers(d)
+
+
+def reap_leftovers(d):
+    """After a failure: what the daemon left of its jobs' UID is killed,
+    and gone (a binding's init takes a moment to end its namespace)
+    before the next case starts a daemon on the same UID."""
+    for pid, _, _ in d.shell_processes():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for _ in range(200):
+        if not d.shell_processes():
+            return
+        time.sleep(0.05)
 
 
 def output_file(d, job_id, name="output.log"):
@@ -130,4 +148,7 @@ def test_a_restart_without_the_shell_keeps_the_run_network(_session_tmp):
         print(d.log[-6000:])
         raise
     finally:
-        stop_shell_daemon(d)
+        try:
+            stop_shell_daemon(d)
+        finally:
+            reap_leftovers(d)
