@@ -140,8 +140,9 @@ static void setup_network(struct jailer *j)
         char err[256] = "out of memory";
         if (!c->enable_network || !config_net_namespace(c))
                 return;
-        if (c->shell_enabled)
-                shell_unplug_kept(c);
+        /* also with the shell API off now: its kept bindings' links
+         * would hold the subnet */
+        shell_unplug_kept(c);
         if (net_open(c, &j->env.net, err, sizeof(err)) == 0 &&
             (j->env.resolv_conf = net_resolv_conf(j->env.net)) != NULL) {
                 char gw[32];

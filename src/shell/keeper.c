@@ -61,13 +61,13 @@ struct keeper {
         struct strbuf input; /* typed text not yet taken by the terminal */
         bool exited;
         int code;
+        int untold_nr; /* a forbidden call no jailer heard of (it was down), or -1 */
 };
 
-static void tell(const struct keeper *k, const struct keeper_msg *m)
+static bool tell(const struct keeper *k, const struct keeper_msg *m)
 {
         /* the jailer may be gone (it restarts): the job goes on */
-        if (k->sock >= 0)
-                channel_send(k->sock, m, sizeof(*m), NULL, 0);
+        return k->sock >= 0 && channel_send(k->sock, m, sizeof(*m), NULL, 0) == 0;
 }
 
 /* A jailer connects (a lockboxd started after the one that made the job):
@@ -88,6 +88,10 @@ static void on_connect(struct keeper *k)
         k->sock = fd;
         struct keeper_msg m = {.type = KEEPER_HELLO, .pid = k->pid};
         channel_send(k->sock, &m, sizeof(m), &k->pidfd, 1);
+        /* a forbidden call made while lockboxd was down ends the job now */
+        m = (struct keeper_msg){.type = KEEPER_VIOLATION, .nr = k->untold_nr, .pid = k->pid};
+        if (k->untold_nr >= 0 && tell(k, &m))
+                k->untold_nr = -1;
 }
 
 static _Noreturn void fail(const struct job_spec *s, const char *step, int error)
@@ -247,7 +251,8 @@ static void on_violation(struct keeper *k)
                 seccomp_notify_respond(k->listener, resp);
                 struct keeper_msg m = {
                     .type = KEEPER_VIOLATION, .nr = req->data.nr, .pid = (int32_t)req->pid};
-                tell(k, &m);
+                if (!tell(k, &m) && k->untold_nr < 0)
+                        k->untold_nr = req->data.nr; /* for the next jailer */
         }
         seccomp_notify_free(req, resp);
 }
@@ -472,7 +477,8 @@ _Noreturn void keeper_main(const struct job_spec *s)
                            .out_r = -1,
                            .err_r = -1,
                            .listener = -1,
-                           .sock = s->sock};
+                           .sock = s->sock,
+                           .untold_nr = -1};
         strbuf_init(&k.input, 0);
         prctl(PR_SET_NAME, "lockbox-keeper", 0, 0, 0);
         sigset_t none;
