@@ -602,21 +602,36 @@ int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct
         return r;
 }
 
-int cgroup_shell_hold(struct cgroup_root *root, pid_t pid)
+int cgroup_shell_hold(struct cgroup_root *root, const char *binding, pid_t pid)
 {
-        if (root->mode != CGROUP_V2 || !root->shell[H_MEMORY])
-                return 0;
-        _cleanup_free_ char *leaf = path_join3(root->shell[H_MEMORY], "", "holders");
-        char v[32];
+        int nh = root->mode == CGROUP_V1 ? H_MAX : root->mode == CGROUP_V2 ? 1 : 0;
+        char v[32], rel[128];
         snprintf(v, sizeof(v), "%d", (int)pid);
-        if (!leaf)
-                return -ENOMEM;
-        if (mkdir(root->shell[H_MEMORY], 0700) < 0 && errno != EEXIST)
-                return -errno;
-        write_file(root->shell[H_MEMORY], "cgroup.subtree_control", "+memory +pids");
-        if (mkdir(leaf, 0700) < 0 && errno != EEXIST)
-                return -errno;
-        return write_file(leaf, "cgroup.procs", v);
+        snprintf(rel, sizeof(rel), "%s/holders", binding);
+        for (int h = 0; h < nh; h++) {
+                _cleanup_free_ char *leaf =
+                    root->shell[h] ? path_join3(root->shell[h], "", rel) : NULL;
+                if (!leaf)
+                        return -ENOMEM;
+                int r = mkdir(leaf, 0700) < 0 && errno != EEXIST ? -errno : 0;
+                if (r == 0)
+                        r = write_file(leaf, "cgroup.procs", v);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+void cgroup_shell_unhold(struct cgroup_root *root, const char *binding)
+{
+        char rel[128];
+        snprintf(rel, sizeof(rel), "%s/holders", binding);
+        for (int h = 0; h < H_MAX; h++) {
+                _cleanup_free_ char *leaf =
+                    root->shell[h] ? path_join3(root->shell[h], "", rel) : NULL;
+                if (leaf && kill_and_remove(leaf) < 0)
+                        log_warn(NULL, "cgroup.remove_failed", "path=%s", log_q(leaf));
+        }
 }
 
 /* Each group below dir (one level), by its path relative to the shell

@@ -52,11 +52,14 @@ int cgroup_shell_parent(struct cgroup_root *root, const char *tag);
  * "shell-b3/<job>". */
 int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *l,
                         struct cgroup_run **ret);
-/* v2: a keeper or a binding's init moved out of the daemon's own leaf
- * (which the next start removes with what it holds, as a dead daemon's)
- * into the shell parent's "holders"; v1 (the daemon's groups are not
- * removed) and none: nothing to do. */
-int cgroup_shell_hold(struct cgroup_root *root, pid_t pid);
+/* A keeper or a binding's init moved into its binding's "holders" group
+ * (binding: "shell-b3", made already): out of the daemon's own group (on
+ * v2 the next start removes that with what it holds, as a dead daemon's),
+ * and where a start that finds no record of the binding sweeps it with
+ * the binding's other groups. cgroup_shell_unhold: what is left there
+ * killed, the group removed (before the binding's own). */
+int cgroup_shell_hold(struct cgroup_root *root, const char *binding, pid_t pid);
+void cgroup_shell_unhold(struct cgroup_root *root, const char *binding);
 /* Groups below the shell parent, two levels deep, that keep(rel) does not
  * claim: their processes killed, the groups removed. */
 void cgroup_shell_sweep(struct cgroup_root *root, bool (*keep)(const char *rel, void *data),

@@ -156,6 +156,7 @@ struct job {
         uint64_t oom_seen; /* OOM kills already told */
         char *home;        /* its HOME (another binding's workspace may not hold it) */
         struct binding *b;
+        unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
         struct watch w_sock, w_keeper;
 };
@@ -257,7 +258,7 @@ static void job_save(const struct job *j)
                               .started = j->started,
                               .ended = j->ended,
                               .home = j->home ? j->home : "",
-                              .binding = j->b ? j->b->serial : 0,
+                              .binding = j->serial,
                               .keeper = j->keeper_gone ? 0 : j->keeper_pid};
         store_job_put(j->sh->store, &r);
 }
@@ -407,6 +408,15 @@ static void binding_close(struct binding *b)
         free(b);
 }
 
+/* A keeper or the init into the binding's holders group, where a start
+ * that has lost the binding's record finds and ends them. */
+static int hold(const struct binding *b, pid_t pid)
+{
+        char name[32];
+        snprintf(name, sizeof(name), "shell-b%u", b->serial);
+        return cgroup_shell_hold(b->sh->cg, name, pid);
+}
+
 /* The binding ends: its init killed (the kernel ends what is left in its
  * namespaces), its address and groups given back, its row gone. */
 static void binding_free(struct binding *b)
@@ -419,8 +429,12 @@ static void binding_free(struct binding *b)
         }
         if (b->addr)
                 net_run_release(sh->net, b->addr);
-        if (b->cg)
+        if (b->cg) {
+                char name[32];
+                snprintf(name, sizeof(name), "shell-b%u", b->serial);
+                cgroup_shell_unhold(sh->cg, name);
                 cgroup_run_remove(b->cg);
+        }
         store_binding_delete(sh->store, b->serial);
         log_info(NULL, "shell.binding_ended", "binding=%s", log_q(b->key));
         binding_close(b);
@@ -487,11 +501,11 @@ static int binding_get(struct shell *sh, const char *key, struct binding **ret)
         if (r == 0)
                 r = binding_holder_start(sh->cfg->hostname, (uid_t)sh->cfg->shell_uid, b->ns[1],
                                          sh->net_mode == SHELL_NET_HOST, &b->pid, &b->pidfd);
-        if (r == 0)
-                cgroup_shell_hold(sh->cg, b->pid);
-        else
+        else if (*err)
                 log_error(NULL, "shell.binding_network", "binding=%s error=%s", log_q(key),
                           log_q(err));
+        if (r == 0 && b->cg)
+                r = hold(b, b->pid);
         static const char *const names[] = {"pid", "net", "ipc", "uts"};
         for (int i = 0; r == 0 && i < 4; i++) {
                 char path[64];
@@ -1281,8 +1295,11 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                 keeper_main(&spec);
         }
         j->keeper_pid = pid;
-        cgroup_shell_hold(sh->cg, pid);
         j->keeper_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (j->b->cg && (r = hold(j->b, pid)) < 0) {
+                kill(pid, SIGKILL);
+                goto out;
+        }
         j->sock = pair[0];
         pair[0] = -1;
         j->w_sock = (struct watch){.fn = on_keeper_msg, .data = j};
@@ -1492,8 +1509,10 @@ static void do_run(struct call *c, int blobfd)
         if (r == 0 &&
             (j->out_rfd = openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
                 r = -errno;
-        if (r == 0 && (r = binding_get(sh, binding, &j->b)) == 0)
+        if (r == 0 && (r = binding_get(sh, binding, &j->b)) == 0) {
                 j->b->jobs++;
+                j->serial = j->b->serial;
+        }
         if (r == 0 && !(j->home = strdup(t.home)))
                 r = -ENOMEM;
         if (r == 0) {
@@ -2035,6 +2054,7 @@ static void adopt_job(const struct store_job *row, void *data)
                           .pidfd = -1,
                           .sock = -1,
                           .keeper_gone = true,
+                          .serial = row->binding,
                           .home = strdup(row->home)};
         memcpy(j->id, row->id, SHELL_JOB_ID_LEN);
         j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -2116,13 +2136,17 @@ static bool claimed(const char *rel, void *data)
         const struct shell *sh = data;
         unsigned serial;
         int n = 0;
-        if (strcmp(rel, "holders") == 0) /* v2: keepers and inits (cgroup_shell_hold) */
-                return true;
         if (sscanf(rel, "shell-b%u%n", &serial, &n) != 1)
                 return false;
+        /* a binding whose init died while lockboxd was down: the keepers
+         * of its jobs are kept until they have told how the jobs ended */
+        for (const struct job *j = sh->jobs; j; j = j->next)
+                if (!j->b && j->serial == serial && j->sock >= 0 &&
+                    (rel[n] == '\0' || strcmp(rel + n, "/holders") == 0))
+                        return true;
         for (const struct binding *b = sh->bindings; b; b = b->next)
                 if (b->serial == serial && b->cg) {
-                        if (rel[n] == '\0')
+                        if (rel[n] == '\0' || strcmp(rel + n, "/holders") == 0)
                                 return true;
                         for (const struct job *j = sh->jobs; j; j = j->next)
                                 if (j->b == b && strcmp(rel + n + 1, j->id) == 0)
