@@ -30,7 +30,8 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         build-essential pkg-config \
         libmicrohttpd-dev libjansson-dev libyaml-dev libseccomp-dev \
-        libmnl-dev libnftables-dev libsqlite3-dev libcurl4-openssl-dev python3 python3-dev \
+        libmnl-dev libnftables-dev libsqlite3-dev libarchive-dev nettle-dev \
+        libcurl4-openssl-dev python3 python3-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
