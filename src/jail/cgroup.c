@@ -532,6 +532,28 @@ int cgroup_shell_parent(struct cgroup_root *root, const char *tag)
         return 0;
 }
 
+/* The group above name's last part, below top ("top/shell-b3" for
+ * "shell-b3/<job>"), or top itself for a name of one part. */
+static char *upper(const char *top, const char *name)
+{
+        const char *slash = strchr(name, '/');
+        if (!slash)
+                return strdup(top);
+        char up[256];
+        snprintf(up, sizeof(up), "%.*s", (int)(slash - name), name);
+        return path_join3(top, "", up);
+}
+
+/* v2: the groups between top and name hand controllers down (they hold
+ * no process: jobs are in leaves). */
+static void hand_down(const char *top, const char *name, const char *controllers)
+{
+        write_file(top, "cgroup.subtree_control", controllers);
+        _cleanup_free_ char *up = strchr(name, '/') ? upper(top, name) : NULL;
+        if (up)
+                write_file(up, "cgroup.subtree_control", controllers);
+}
+
 /* The group's CPU weight: v1 a group of the cpu hierarchy beside its
  * memory and pids ones (its parents made first, as those are), v2
  * cpu.weight where the cpu controller is there to hand down. Best
@@ -541,15 +563,7 @@ static void set_cpu_weight(struct cgroup_run *run, const char *name, int weight)
         struct cgroup_root *root = run->root;
         char v[32];
         if (root->mode == CGROUP_V2) {
-                write_file(root->shell[H_MEMORY], "cgroup.subtree_control", "+cpu");
-                const char *slash = strchr(name, '/');
-                if (slash) {
-                        char up[256];
-                        snprintf(up, sizeof(up), "%.*s", (int)(slash - name), name);
-                        _cleanup_free_ char *dir = path_join3(root->shell[H_MEMORY], "", up);
-                        if (dir)
-                                write_file(dir, "cgroup.subtree_control", "+cpu");
-                }
+                hand_down(root->shell[H_MEMORY], name, "+cpu");
                 snprintf(v, sizeof(v), "%d", weight);
                 write_file(run->dir[H_MEMORY], "cpu.weight", v);
                 return;
@@ -557,14 +571,9 @@ static void set_cpu_weight(struct cgroup_run *run, const char *name, int weight)
         if (root->mode != CGROUP_V1 || !root->shell_cpu ||
             (mkdir(root->shell_cpu, 0700) < 0 && errno != EEXIST))
                 return;
-        const char *slash = strchr(name, '/');
-        if (slash) {
-                char up[256];
-                snprintf(up, sizeof(up), "%.*s", (int)(slash - name), name);
-                _cleanup_free_ char *dir = path_join3(root->shell_cpu, "", up);
-                if (!dir || (mkdir(dir, 0700) < 0 && errno != EEXIST))
-                        return;
-        }
+        _cleanup_free_ char *up = upper(root->shell_cpu, name);
+        if (!up || (mkdir(up, 0700) < 0 && errno != EEXIST))
+                return;
         run->cpu_dir = path_join3(root->shell_cpu, "", name);
         if (!run->cpu_dir || (mkdir(run->cpu_dir, 0700) < 0 && errno != EEXIST)) {
                 free(run->cpu_dir);
@@ -583,19 +592,8 @@ int cgroup_shell_create(struct cgroup_root *root, const char *name, const struct
         for (int h = 0; h < nh; h++)
                 if (!root->shell[h] || (mkdir(root->shell[h], 0700) < 0 && errno != EEXIST))
                         return root->shell[h] ? -errno : -ENOENT;
-        if (root->mode == CGROUP_V2) {
-                /* v2: each level hands memory and pids to the next (the
-                 * groups that do hold no process: jobs are in leaves) */
-                write_file(root->shell[H_MEMORY], "cgroup.subtree_control", "+memory +pids");
-                const char *slash = strchr(name, '/');
-                if (slash) {
-                        char up[256];
-                        snprintf(up, sizeof(up), "%.*s", (int)(slash - name), name);
-                        _cleanup_free_ char *dir = path_join3(root->shell[H_MEMORY], "", up);
-                        if (dir)
-                                write_file(dir, "cgroup.subtree_control", "+memory +pids");
-                }
-        }
+        if (root->mode == CGROUP_V2)
+                hand_down(root->shell[H_MEMORY], name, "+memory +pids");
         int r = create_in(root, root->shell, name, l, ret);
         if (r == 0 && l->cpu_weight > 0)
                 set_cpu_weight(*ret, name, l->cpu_weight);
