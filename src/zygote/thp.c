@@ -1,7 +1,8 @@
 /* The zygote's anonymous memory on transparent huge pages: each fork
  * copies, and each run's exit tears down, a few page-middle entries for
- * the memory on huge pages instead of a page-table entry per 4 KiB of it. A child's write to a
- * shared huge page splits it and copies 4 KiB, as before.
+ * the memory on huge pages instead of a page-table entry per 4 KiB of
+ * it. A child's write to a shared huge page splits the child's mapping
+ * and copies 4 KiB, as before.
  *
  * The host's administrator chooses with the THP mode: always and madvise
  * get huge pages; with never the zygote changes nothing (no arena region,
