@@ -61,6 +61,10 @@ CLI_SRCS  := $(sort $(wildcard src/cli/*.c))
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 ZYG_SRCS  := $(sort $(wildcard src/zygote/*.c))
 ZYG_OBJS  := $(ZYG_SRCS:%.c=$(BUILD)/%.o)
+# The zygote's own unit tests link the embedded interpreter: a binary of
+# their own (build/zygote_unit_tests), so build/unit_tests does not.
+ZUNIT_SRCS := $(sort $(wildcard tests/unit/zygote/*.c))
+ZUNIT_OBJS := $(ZUNIT_SRCS:%.c=$(BUILD)/%.o)
 ifneq ($(SAN),)
   # The zygote runs programs in its own image: see tests/san/zygote_options.c.
   ZYG_OBJS += $(BUILD)/tests/san/zygote_options.o
@@ -90,7 +94,7 @@ $(CLI_OBJS): ALL_CFLAGS += $(CLI_CFLAGS)
 $(BUILD)/lockbox: $(CLI_OBJS) $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CLI_LIBS)
 
-$(ZYG_OBJS): ALL_CFLAGS += $(ZYG_CFLAGS)
+$(ZYG_OBJS) $(ZUNIT_OBJS): ALL_CFLAGS += $(ZYG_CFLAGS)
 
 $(BUILD)/lockbox-pyzygote: $(ZYG_OBJS) $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ZYG_LIBS)
@@ -99,11 +103,18 @@ $(BUILD)/lockbox-pyzygote: $(ZYG_OBJS) $(BUILD)/liblockbox.a
 $(BUILD)/unit_tests: $(UNIT_OBJS) $(BUILD)/src/cli/source.o $(BUILD)/liblockbox.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+$(ZUNIT_OBJS): ALL_CFLAGS += -Itests/unit
+
+$(BUILD)/zygote_unit_tests: $(ZUNIT_OBJS) $(BUILD)/tests/unit/main.o $(BUILD)/tests/unit/util.o \
+                            $(filter-out $(BUILD)/src/zygote/main.o,$(ZYG_OBJS)) $(BUILD)/liblockbox.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ZYG_LIBS)
+
 run: all
 	$(BUILD)/lockboxd --config $(CONFIG)
 
-unit: $(BUILD)/unit_tests $(BUILD)/lockbox
+unit: $(BUILD)/unit_tests $(BUILD)/zygote_unit_tests $(BUILD)/lockbox
 	$(BUILD)/unit_tests
+	$(BUILD)/zygote_unit_tests
 
 # The suite runs against warm daemons (the default), then again cold.
 integration: all
@@ -112,9 +123,10 @@ integration: all
 
 # The cold pass leaves out the files whose subject does not depend on how
 # runs start: shell jobs (no warm pool), the HTTP side, configuration, the
-# client, the daemon's life, the DNS relay and the lab's own check.
+# client, the daemon's life, the DNS relay, the lab's own check and the
+# zygote under each huge-page mode (its daemons are warm whatever the pass).
 COLD_SKIP := test_shell_* test_bad_input.py test_cli.py test_config.py test_dns_relay.py \
-             test_http_process.py test_lifecycle.py test_netlab_selfcheck.py
+             test_http_process.py test_lifecycle.py test_netlab_selfcheck.py test_zygote_thp.py
 integration-cold: all
 	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
 	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
@@ -212,12 +224,13 @@ fuzz-smoke: fuzz-regressions
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(ZYG_OBJS:.o=.d) \
+-include $(LIB_OBJS:.o=.d) $(UNIT_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(ZYG_OBJS:.o=.d) $(ZUNIT_OBJS:.o=.d) \
          $(BUILD)/src/main.d
 
 # Every C file in the project's .clang-format style: `make format` rewrites
 # them, `make format-check` (part of `make test`) fails on any difference.
-FORMAT_SRCS := $(sort $(wildcard src/*.[ch] src/*/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch] \
+FORMAT_SRCS := $(sort $(wildcard src/*.[ch] src/*/*.[ch] tests/unit/*.[ch] tests/unit/zygote/*.[ch] \
+                                 tests/fuzz/*.[ch] \
                                  tests/san/*.[ch]))
 
 format:

@@ -225,14 +225,17 @@ class Lockbox(soak.Daemon):
         super().__init__(argparse.Namespace(lockboxd=args.lockboxd, uid_base=args.uid_base,
                                             mode="warm", clients=4))
         req = os.path.join(self.workdir, "python-requirements.txt")
+        net = f"network:\n  subnet: {args.subnet}\n  dns_servers: [127.0.0.1]\n"
+        if not soak.supports_key(self.lockboxd, self.workdir, net):
+            net = ""  # a build older than runs' own network (A/B against an old commit)
         self.config = (
             f"app:\n  port: {self.port}\n  key: {self.key}\n"
             f"server:\n  listen: 127.0.0.1\n"
             + (f"max_requests: {args.max_requests}\n" if args.max_requests else "")
             + f"enable_network: true\n"
             f"jail:\n  uid_min: {self.uid_min}\n  uid_max: {self.uid_max}\n"
-            f"network:\n  subnet: {args.subnet}\n  dns_servers: [127.0.0.1]\n"
-            f"dependencies:\n  python_requirements: {req}\n  layer_dir: {self.workdir}/layers\n")
+            + net
+            + f"dependencies:\n  python_requirements: {req}\n  layer_dir: {self.workdir}/layers\n")
         with open(self.config_path, "w") as f:
             f.write(self.config)
         self.url = f"http://127.0.0.1:{self.port}"

@@ -17,8 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/random.h>
@@ -34,6 +32,7 @@
 #include "jail/policy.h"
 #include "runtime/runtime.h"
 #include "zygote/arenas.h"
+#include "zygote/thp.h"
 
 #define CTRL_FD 3
 #define OPTIONS_FD 6
@@ -219,64 +218,6 @@ static void preload(const struct args *a)
         run_private("import gc\n"
                     "gc.collect()\n"
                     "gc.freeze()\n");
-}
-
-/* Back the interpreter's anonymous memory with transparent huge pages, so
- * each fork copies (and each run's exit tears down) a few page-middle
- * entries instead of thousands of page-table entries. A child's write to a
- * shared huge page splits it and copies 4 KiB, as before. Only 2 MiB
- * pieces that are at least half in use are collapsed (a collapse fills the
- * rest with zeroes), and mappings over 1 GiB are left alone (none of
- * CPython's; ASan's shadow in sanitized builds is terabytes). Needs /proc
- * for our own map: mounted for the moment. */
-#define HUGE_PAGE 0x200000UL
-
-static bool mostly_resident(unsigned long addr)
-{
-        unsigned char vec[HUGE_PAGE / 4096];
-        if (mincore((void *)addr, HUGE_PAGE, vec) < 0)
-                return false;
-        size_t n = 0;
-        for (size_t i = 0; i < sizeof(vec); i++)
-                n += vec[i] & 1;
-        return n >= sizeof(vec) / 2;
-}
-
-static void huge_pages(void)
-{
-        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-                return;
-        FILE *f = fopen("/proc/self/maps", "re");
-        char line[512];
-        unsigned long total = 0;
-        while (f && fgets(line, sizeof(line), f)) {
-                unsigned long a, b;
-                char perms[8];
-                int n = 0;
-                if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &a, &b, perms, &n) < 3 ||
-                    strncmp(perms, "rw-p", 4) != 0 ||
-                    !(line[n] == '\0' || strncmp(line + n, "[heap]", 6) == 0))
-                        continue;
-                unsigned long lo = (a + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1),
-                              hi = b & ~(HUGE_PAGE - 1);
-                if (hi <= lo || hi - lo > (1UL << 30) ||
-                    madvise((void *)lo, hi - lo, MADV_HUGEPAGE) < 0)
-                        continue;
-                /* One huge page at a time, each tried twice: a collapse can
-                 * fail for a moment (EAGAIN), and a failure must not cost
-                 * the rest of the range. */
-                for (unsigned long h = lo; h < hi; h += HUGE_PAGE)
-                        for (int try = 0; try < 2 && mostly_resident(h); try++)
-                                if (madvise((void *)h, HUGE_PAGE, 25 /* MADV_COLLAPSE, 6.1 */) ==
-                                    0) {
-                                        total += HUGE_PAGE;
-                                        break;
-                                }
-        }
-        if (f)
-                fclose(f);
-        umount2("/proc", MNT_DETACH);
-        log_debug(NULL, "zygote.huge_pages", "bytes=%lu", total);
 }
 
 static int reply(int pid, int error, enum zygote_msg_type type)
@@ -475,6 +416,8 @@ static int setup(const struct args *a)
 {
         struct policy_prog own;
         int r;
+        /* read before the jail's root hides /sys */
+        enum thp_mode thp = thp_mode_read();
         if ((r = load_filter(4, &filters[0])) < 0 || (r = load_filter(5, &filters[1])) < 0)
                 return r;
         task_dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -483,7 +426,8 @@ static int setup(const struct args *a)
         if ((r = jail_root_build(a->ro, a->n_ro, a->hostname, a->resolv_conf)) < 0 ||
             (r = jail_root_enter()) < 0 || chdir("/") < 0)
                 return r < 0 ? r : -errno;
-        arenas_install();
+        if (thp != THP_NEVER)
+                arenas_install();
         if ((r = python_init(a->python)) < 0)
                 return r;
         boot_code = Py_CompileString(runtime_python_boot, "<string>", Py_file_input);
@@ -491,7 +435,10 @@ static int setup(const struct args *a)
                 return -EINVAL;
         preload(a);
         arenas_seal();
-        huge_pages();
+        /* The interpreter's anonymous memory on huge pages, unless the
+         * host said never. */
+        unsigned long huge = thp != THP_NEVER ? thp_collapse() : 0;
+        log_info(NULL, "zygote.thp", "mode=%s huge_bytes=%lu", thp_mode_name(thp), huge);
         if ((r = policy_build_zygote(&own)) < 0)
                 return r;
         struct sock_fprog prog = {.len = own.len, .filter = own.insns};
