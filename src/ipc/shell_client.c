@@ -96,6 +96,11 @@ static int take_reply(int chan, struct shell_reply *ret, int *ret_fd)
         int fds[1];
         size_t nf = 0;
         int r = channel_recv(chan, &rep, sizeof(rep), fds, 1, &nf);
+        /* a jailer that answered and closed before it read the request
+         * leaves ECONNRESET pending before its answer: the error is told
+         * once, then the queued answer is read */
+        if (r == -ECONNRESET)
+                r = channel_recv(chan, &rep, sizeof(rep), fds, 1, &nf);
         if (r <= 0)
                 return r == 0 || r == -EPIPE ? -ECONNRESET : r;
         if (rep.hdr.magic != PROTO_MAGIC || rep.hdr.type != PROTO_SHELL_REPLY) {
