@@ -4,10 +4,8 @@ shows a chunked body's trailers (http.client drops them) and whether the
 stream ended cleanly, zstd through Debian's `zstd` binary, and a daemon
 with the UIDs these suites own."""
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import time
 
 # jail.uid_min..uid_max and shell.uid of the snapshot suites' daemons
@@ -114,20 +112,8 @@ def zstd(data, decompress=False):
 
 def start_snapshot_daemon(parent, env=None, **shell):
     """A shell daemon with this suite's UIDs (one at a time per suite)."""
-    from conftest import ShellDaemon  # the integration suite's
-    workdir = tempfile.mkdtemp(prefix="d", dir=parent)
-    os.chmod(workdir, 0o755)
-    root = tempfile.mkdtemp(prefix="shelltest-", dir="/var/tmp")
-    os.chmod(root, 0o755)
-    d = ShellDaemon({"jail": {"uid_min": UID_MIN, "uid_max": UID_MAX}}, workdir, root, shell,
-                    env)
-    d.uid_min, d.uid_max, d.shell_uid = UID_MIN, UID_MAX, SHELL_UID
-    try:
-        return d.start()
-    except BaseException:
-        d.kill_hard()
-        shutil.rmtree(root, ignore_errors=True)
-        raise
+    from conftest import start_shell_daemon  # the integration suite's
+    return start_shell_daemon(parent, shell=shell, env=env, uids=(UID_MIN, UID_MAX, SHELL_UID))
 
 
 def host_listing(top):
