@@ -181,7 +181,8 @@ FUZZ_SRCS_fuzz_dns          := src/net/dnsmsg.c
 FUZZ_SRCS_fuzz_sanitize     := src/shell/sanitize.c src/shell/window.c src/base/strbuf.c \
                                src/base/utf8.c
 FUZZ_SRCS_fuzz_shell_request := src/http/shell_decode.c src/http/shell_encode.c \
-                               src/ipc/shell_proto.c src/base/strbuf.c src/base/utf8.c
+                               src/ipc/shell_proto.c src/ipc/channel.c src/base/strbuf.c \
+                               src/base/utf8.c
 FUZZ_SRCS_fuzz_exclude      := src/shell/exclude.c
 FUZZ_HDRS    := $(wildcard src/*/*.h) tests/fuzz/fuzz.h
 # Runs every seed and committed crash input of target $$t once (libFuzzer

@@ -6,7 +6,6 @@ with the UIDs these suites own."""
 import os
 import socket
 import subprocess
-import time
 
 # jail.uid_min..uid_max and shell.uid of the snapshot suites' daemons
 UID_MIN, UID_MAX, SHELL_UID = 76000, 76099, 77000
@@ -155,11 +154,5 @@ def workers_gone(d):
 
 
 def wait_for(check, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.05)
+    from conftest import eventually  # the integration suite's
+    return eventually(check, timeout)

@@ -2,8 +2,11 @@
 #include "ipc/shell_proto.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ipc/channel.h"
 
 static const char *const status_names[] = {
     [SHELL_CREATED] = "created", [SHELL_STARTING] = "starting",     [SHELL_RUNNING] = "running",
@@ -67,4 +70,20 @@ int shell_blob_next(const char *buf, size_t len, size_t *pos, struct shell_blob_
         *ret = (struct shell_blob_item){.tag = tag, .data = buf + *pos + 8, .len = n};
         *pos += 8 + n;
         return 1;
+}
+
+void shell_reply_send(int chan, struct shell_reply *rep, int fd)
+{
+        rep->hdr = (struct proto_header){.magic = PROTO_MAGIC, .type = PROTO_SHELL_REPLY};
+        if (rep->http_status == 0)
+                rep->http_status = 200;
+        channel_send(chan, rep, sizeof(*rep), &fd, fd >= 0 ? 1 : 0);
+}
+
+void shell_reply_verror(int chan, unsigned status, const char *code, const char *fmt, va_list ap)
+{
+        struct shell_reply rep = {.http_status = status};
+        snprintf(rep.code, sizeof(rep.code), "%s", code);
+        vsnprintf(rep.message, sizeof(rep.message), fmt, ap);
+        shell_reply_send(chan, &rep, -1);
 }

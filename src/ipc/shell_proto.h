@@ -29,6 +29,8 @@
  * (shell/snapshot.c), never the HTTP process nor the jailer. */
 #pragma once
 
+#include <stdarg.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -152,3 +154,10 @@ int shell_blob_next(const char *buf, size_t len, size_t *pos, struct shell_blob_
 /* Status names as the API spells them; -1 for an unknown name. */
 const char *shell_status_name(uint32_t status);
 int shell_status_parse(const char *name);
+
+/* The jailer's answer to a call, on the call's channel: the header set,
+ * http_status 200 unless given, fd attached unless -1. */
+void shell_reply_send(int chan, struct shell_reply *rep, int fd);
+/* An error answer: status, code and the formatted message. */
+void shell_reply_verror(int chan, unsigned status, const char *code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));

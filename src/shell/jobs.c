@@ -315,10 +315,7 @@ static void verdict(struct job *j, const char *fmt, ...)
 
 static void reply_send(struct call *c, struct shell_reply *rep, int fd)
 {
-        rep->hdr = (struct proto_header){.magic = PROTO_MAGIC, .type = PROTO_SHELL_REPLY};
-        if (rep->http_status == 0)
-                rep->http_status = 200;
-        channel_send(c->chan, rep, sizeof(*rep), &fd, fd >= 0 ? 1 : 0);
+        shell_reply_send(c->chan, rep, fd);
         c->state = CALL_DONE;
 }
 
@@ -326,13 +323,11 @@ static void reply_error(struct call *c, unsigned status, const char *code, const
     _printf_(4, 5);
 static void reply_error(struct call *c, unsigned status, const char *code, const char *fmt, ...)
 {
-        struct shell_reply rep = {.http_status = status};
-        snprintf(rep.code, sizeof(rep.code), "%s", code);
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(rep.message, sizeof(rep.message), fmt, ap);
+        shell_reply_verror(c->chan, status, code, fmt, ap);
         va_end(ap);
-        reply_send(c, &rep, -1);
+        c->state = CALL_DONE;
 }
 
 static void reply_not_found(struct call *c)

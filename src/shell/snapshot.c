@@ -53,24 +53,13 @@ static const char *op_name(uint32_t op)
         return op == SHELL_SNAPSHOT_SAVE ? "save" : "restore";
 }
 
-static void send_reply(int chan, struct shell_reply *rep, int fd)
-{
-        rep->hdr = (struct proto_header){.magic = PROTO_MAGIC, .type = PROTO_SHELL_REPLY};
-        if (rep->http_status == 0)
-                rep->http_status = 200;
-        channel_send(chan, rep, sizeof(*rep), &fd, fd >= 0 ? 1 : 0);
-}
-
 _printf_(4, 5) static void send_error(int chan, unsigned status, const char *code, const char *fmt,
                                       ...)
 {
-        struct shell_reply rep = {.http_status = status};
-        snprintf(rep.code, sizeof(rep.code), "%s", code);
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(rep.message, sizeof(rep.message), fmt, ap);
+        shell_reply_verror(chan, status, code, fmt, ap);
         va_end(ap);
-        send_reply(chan, &rep, -1);
 }
 
 static const char *fail_code(uint32_t op)
@@ -146,7 +135,7 @@ static void answer_done(void)
                          op_name(snap.op), (unsigned long long)r.entries,
                          (unsigned long long)r.bytes);
         if (!snap.gone)
-                send_reply(snap.chan, &rep, -1);
+                shell_reply_send(snap.chan, &rep, -1);
 }
 
 static void on_worker_exit(void *data, uint32_t events)
@@ -310,7 +299,7 @@ static int snap_start(const struct config *cfg, int chan, const struct shell_req
         if (r == 0) {
                 snap.res = TAKE_FD(pair[0]);
                 snap.timer = TAKE_FD(timer);
-                send_reply(chan, &(struct shell_reply){0}, theirs);
+                shell_reply_send(chan, &(struct shell_reply){0}, theirs);
         } else {
                 send_error(chan, 500, fail_code(q->op), "starting the snapshot worker: %s",
                            strerror(-r));
