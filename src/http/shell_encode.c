@@ -47,12 +47,30 @@ static bool ascii_needs_escape(unsigned char c)
         return c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&';
 }
 
+/* Bytes from s on that go out as they are and stand for themselves:
+ * ASCII needing no escape. Output is mostly such runs, so they are taken
+ * a byte at a time here and the UTF-8 decoder runs only past them. */
+static size_t plain_ascii_run(const unsigned char *s, size_t len)
+{
+        size_t i = 0;
+        while (i < len && s[i] < 0x80 && !ascii_needs_escape(s[i]))
+                i++;
+        return i;
+}
+
 /* A JSON string of len bytes. */
 static int put_string(struct strbuf *sb, const char *s, size_t len)
 {
         const unsigned char *u = (const unsigned char *)s;
-        int r = strbuf_appends(sb, "\"");
+        int r = strbuf_reserve(sb, len + 2);
+        if (r == 0)
+                r = strbuf_appends(sb, "\"");
         for (size_t i = 0, start = 0; r == 0 && i <= len;) {
+                size_t run = i < len ? plain_ascii_run(u + i, len - i) : 0;
+                if (run) {
+                        i += run;
+                        continue;
+                }
                 uint32_t cp = 0;
                 size_t n = i < len ? utf8_next(u + i, len - i, &cp) : 0;
                 bool plain = i < len && n > 0 &&

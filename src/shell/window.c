@@ -76,6 +76,18 @@ void shell_window_compute(const unsigned char *buf, size_t n, uint64_t offset, u
         while (skip < avail && skip < WINDOW_SKIP_MAX && window_is_cont(buf[skip]))
                 skip++;
         for (p = skip; p < avail;) {
+                /* a run of ASCII: a byte per character, taken while the
+                 * window has room */
+                size_t room_left = limit > p - skip ? limit - (p - skip) : 0;
+                size_t run = 0;
+                while (run < room_left && p + run < avail && buf[p + run] < 0x80)
+                        run++;
+                if (run) {
+                        p += run;
+                        if (p - skip >= limit)
+                                break;
+                        continue;
+                }
                 size_t len = window_next(buf, avail, p, p - skip, limit);
                 if (len == 0)
                         break;
