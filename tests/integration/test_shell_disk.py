@@ -17,7 +17,8 @@ import uuid
 import pytest
 import requests
 
-from conftest import scaled, start_shell_daemon, stop_shell_daemon
+from conftest import eventually, scaled, start_shell_daemon, stop_shell_daemon
+from snapshotlib import restore, save
 from test_shell_restart import restart
 
 MIB = 1 << 20
@@ -36,10 +37,15 @@ def _diskd(_session_tmp):
 def qgroups(d):
     """Quota groups of shell.home's file system and its subvolumes' (once
     the deleted ones are cleaned up): ({"0/5", "0/256"...}, {"0/256"...})."""
-    # a commit wakes the cleaner, which drops deleted subvolumes (the
-    # kernel's own commit comes every 30 s)
-    subprocess.run(["btrfs", "filesystem", "sync", d.home], check=True, timeout=scaled(30))
-    subprocess.run(["btrfs", "subvolume", "sync", d.home], check=True, timeout=scaled(30))
+    # a commit wakes the cleaner, which drops deleted subvolumes once the
+    # last job's mount of them is gone (the kernel's own commit comes
+    # every 30 s)
+    def cleaned():
+        subprocess.run(["btrfs", "filesystem", "sync", d.home], check=True, timeout=scaled(30))
+        deleted = subprocess.run(["btrfs", "subvolume", "list", "-d", d.home],
+                                 capture_output=True, text=True, check=True).stdout
+        assert not deleted.strip(), deleted
+    eventually(cleaned, scaled(15))
     subs = subprocess.run(["btrfs", "subvolume", "list", d.home], capture_output=True,
                           text=True, check=True).stdout.split("\n")
     show = subprocess.run(["btrfs", "qgroup", "show", "--raw", d.home], capture_output=True,
@@ -179,3 +185,35 @@ def test_the_bound_holds_after_a_restart(sh):
     r, out = run(sh, "head -c 41943040 /dev/zero > big; du -k big | cut -f1", h=h)
     assert int(out.split()[0]) <= 15 * 1024, (r, out)
     assert "Disk quota exceeded" in stderr_of(sh, r["job_id"])
+
+
+def test_snapshots_save_and_restore_over_subvolumes(sh):
+    """A save of shell.home walks bounded trees as directories; a restore
+    over them puts their files back into the subvolumes (copied in where
+    a rename cannot cross into one), which stay bounded; one past the
+    bound fails with a clear answer."""
+    h = home(sh)
+    r, out = run(sh, "mkdir -p d && printf keep > d/f && ln -s d/f link && "
+                     "head -c 6291456 /dev/urandom > blob && sha256sum blob > sum", h=h)
+    assert r["exit_code"] == 0, (r, out)
+    a = save(sh)
+    assert a.status == 200 and a.complete, a
+    r, out = run(sh, "rm -rf d link blob && echo changed > sum", h=h)
+    assert r["exit_code"] == 0, (r, out)
+    got = restore(sh, a.body)
+    assert got.status == 200, got
+    assert is_subvolume(h)
+    r, out = run(sh, "cat d/f; readlink link; sha256sum -c sum >/dev/null && echo same; "
+                     "head -c 41943040 /dev/zero > big; du -k big | cut -f1", h=h)
+    lines = out.split("\n")
+    assert lines[:2] == ["keepd/f", "same"], out
+    assert int(lines[2]) <= 10 * 1024, out  # 6 MiB of the 16 already there
+    assert "Disk quota exceeded" in stderr_of(sh, r["job_id"])
+    # 40 MiB more of a restore into the same full HOME: refused
+    r, out = run(sh, "rm big; head -c 10485760 /dev/urandom > big2", h=h)
+    b = save(sh)
+    assert b.status == 200 and b.complete, b
+    r, out = run(sh, "rm big2", h=h)
+    r, out = run(sh, "head -c 9437184 /dev/urandom > other", h=h)
+    got = restore(sh, b.body)
+    assert got.status == 500 and b"Disk quota exceeded" in got.body, got
