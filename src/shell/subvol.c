@@ -519,8 +519,6 @@ int subvol_convert(const struct subvol_conv *cv, char *err, size_t errlen)
                 r = -errno;
         else if (!subvol_is(dst))
                 r = -EIO; /* not what was made: another's in between */
-        else
-                r = subvol_limit(dst, cv->limit);
         if (r < 0) {
                 snprintf(err, errlen, "setting up the subvolume: %s", strerror(-r));
                 destroy_subvol(cv->parent_fd, tmp);
@@ -557,6 +555,17 @@ int subvol_convert(const struct subvol_conv *cv, char *err, size_t errlen)
         bool swapped = at >= 0 && fstat(at, &now) == 0 && now.st_dev == made.st_dev &&
                        now.st_ino == made.st_ino;
         if (swapped) {
+                /* the limit only now: what the tree held is moved in
+                 * whole, even past its bound (then its jobs' writes fail
+                 * until they remove some) */
+                r = subvol_limit(dst, cv->limit);
+                if (r < 0)
+                        log_warn(NULL, "shell.subvol_limit_failed", "name=%s error=%s",
+                                 log_q(cv->name), log_q(strerror(-r)));
+                /* quota groups count at a commit (every 30 s): one begun
+                 * now, not waited for, so the moved tree counts soon */
+                uint64_t transid = 0;
+                ioctl(dst, BTRFS_IOC_START_SYNC, &transid);
                 if (msg[0] || timed_out) /* the old tree left in part */
                         log_warn(NULL, "shell.subvol_leftover", "name=%s error=%s", log_q(tmp),
                                  log_q(timed_out ? "timed out" : msg));

@@ -38,8 +38,10 @@ struct subvol_conv {
 };
 
 /* Make parent/name a subvolume limited to c->limit: a new one beside it
- * (root makes it and sets its limit), the tree copied in with reflinks,
- * swapped in and the old tree removed by a jailed worker as shell.uid
- * (root never walks the tree). Synchronous, bounded by c->timeout_ms. 0,
- * or -errno with err saying why; the tree is then left as it was. */
+ * (root makes it), the tree copied in with reflinks, swapped in and the
+ * old tree removed by a jailed worker as shell.uid (root never walks the
+ * tree), then the limit set (root, on the subvolume it holds): a tree
+ * already past its bound is moved whole and stays past it. Synchronous,
+ * bounded by c->timeout_ms. 0, or -errno with err saying why; the tree is
+ * then left as it was. */
 int subvol_convert(const struct subvol_conv *c, char *err, size_t errlen);
