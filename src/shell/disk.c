@@ -314,6 +314,8 @@ static int home_ready(const struct config *cfg, char *err, size_t errlen)
                 snprintf(err, errlen, "%s: chown: %s", cfg->shell_home, strerror(errno));
                 return -errno;
         }
+        if (!bounds)
+                return 0; /* quota groups cost at every commit: on only when used */
         int r = subvol_quota_enable(fd);
         if (r < 0) {
                 snprintf(err, errlen, "%s: enabling btrfs quotas: %s", cfg->shell_home,
