@@ -354,7 +354,7 @@ static void give_up_root(const struct job_spec *s)
 
 static void loop(struct keeper *k)
 {
-        bool out_open = true, err_open = k->err_r >= 0;
+        bool out_open = true, err_open = k->err_r >= 0, lis_open = true;
         int64_t quiet_since = -1, exited_at = -1;
         for (;;) {
                 struct pollfd p[7];
@@ -373,8 +373,10 @@ static void loop(struct keeper *k)
                         i_pid = n;
                         p[n++] = (struct pollfd){.fd = k->pidfd, .events = POLLIN};
                 }
-                i_lis = n;
-                p[n++] = (struct pollfd){.fd = k->listener, .events = POLLIN};
+                if (lis_open) {
+                        i_lis = n;
+                        p[n++] = (struct pollfd){.fd = k->listener, .events = POLLIN};
+                }
                 if (k->sock >= 0) {
                         i_sock = n;
                         p[n++] = (struct pollfd){.fd = k->sock, .events = POLLIN};
@@ -405,8 +407,11 @@ static void loop(struct keeper *k)
                         if (r < 0)
                                 err_open = false;
                 }
-                if (p[i_lis].revents & POLLIN)
+                if (i_lis >= 0 && (p[i_lis].revents & POLLIN))
                         on_violation(k);
+                else if (i_lis >= 0 && (p[i_lis].revents & (POLLHUP | POLLERR)))
+                        lis_open = false; /* no process uses the filter any more: polled
+                                             again, it would answer at once, forever */
                 if (i_sock >= 0 && (p[i_sock].revents & POLLIN))
                         on_jailer(k);
                 else if (i_sock >= 0 && (p[i_sock].revents & (POLLHUP | POLLERR)))

@@ -306,6 +306,32 @@ def test_passwd_holds_a_long_home_whole_and_gains_no_line(sh):
     assert (r["exit_code"], out) == (0, "2\nno-evil\n/nonexistent:/bin/sh\n"), (r, out)
 
 
+def test_only_the_jobs_own_trees_are_mounted_writable(sh):
+    """Every mount of a job's view is read-only but its HOME, its
+    workspace, its /tmp, /dev/shm, its devpts instance and three devices
+    (so /etc, generated and with the host's files bound in it, is
+    read-only below Landlock too); writes into /etc fail."""
+    home = binding(sh)
+    ws = sh.home_path(".ws", uuid.uuid4().hex[:12])
+    os.makedirs(ws)
+    os.chown(ws, sh.shell_uid, sh.shell_uid)
+    r, out = run_to_end(sh, """
+        awk '$6 ~ /(^|,)rw(,|$)/ {print "rw", $5}' /proc/self/mountinfo
+        for f in /etc/x /etc/ssh/x /etc/ssl/x; do
+            (: > "$f") 2>/dev/null && echo "wrote $f"
+        done
+        mkdir /etc/d 2>/dev/null && echo "made /etc/d"
+        echo done
+    """, home=home, cwd=ws)
+    lines = out.split("\n")
+    assert r["exit_code"] == 0 and "done" in lines, (r, out)
+    rw = {line.split(" ", 1)[1] for line in lines if line.startswith("rw ")}
+    assert rw <= {home, ws, "/tmp", "/dev/shm", "/dev/pts", "/dev/null", "/dev/zero",
+                  "/dev/tty"}, out
+    assert {home, ws, "/tmp"} <= rw, out
+    assert not [line for line in lines if line.startswith(("wrote", "made"))], out
+
+
 # ------------------------------------------------------------ other bindings
 
 def test_bindings_cannot_reach_each_others_servers_processes_or_files(sh):
