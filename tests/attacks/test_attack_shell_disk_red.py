@@ -1,0 +1,500 @@
+"""Red team (second pass) of the per-binding disk bounds and of three
+jail-side changes made beside them: the event loop dropping events of a
+watch removed in the same batch, the keeper no longer polling a seccomp
+listener that reported POLLHUP, and /etc as a sealed tmpfs of its own.
+
+Disk: a control script writes into a HOME while the binding's first job
+converts it; a huge tree stalls the jailer at most the conversion's time
+bound and is left as it was; metadata (many small files, xattrs,
+directories), fallocate, mmap and copy_file_range stay within a bound;
+nothing of a conversion (subvolume, quota group, temporary tree) is left.
+
+One daemon for the module: a 256 MiB image, 16 MiB per HOME, 24 MiB per
+workspace; every case is bounded (tens of MB, seconds). After every case
+all jobs are deleted and nothing of them may be left."""
+import os
+import re
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from attacklib import src
+from conftest import ShellError, eventually, scaled, start_shell_daemon, stop_shell_daemon
+
+MIB = 1 << 20
+SHELL = {"disk_size": "256M", "binding_disk": "16M", "workspace_disk": "24M", "max_jobs": 12,
+         "processes": 32, "memory": "128M"}
+
+
+@pytest.fixture(scope="module")
+def _diskd(_session_tmp):
+    d = start_shell_daemon(_session_tmp, SHELL, enable_network=False)
+    try:
+        yield d
+    finally:
+        stop_shell_daemon(d)
+
+
+@pytest.fixture
+def sh(_diskd):
+    yield _diskd
+    assert _diskd.proc.poll() is None, f"lockboxd died:\n{_diskd.log[-4000:]}"
+    _diskd.shell_reset()
+
+
+def run(d, script, h=None, cwd=None, mode="stdio", deadline=30):
+    env = {"HOME": h} if h else None
+    return d.client.run_to_end(src(script), cwd=cwd, env=env, mode=mode,
+                               deadline=scaled(deadline))
+
+
+def stderr_of(d, job_id):
+    with open(os.path.join(d.state_dir, "jobs", job_id, "stderr.log")) as f:
+        return f.read()
+
+
+def fresh(d):
+    tag = uuid.uuid4().hex[:10]
+    return d.home_path("homes", tag), d.home_path("ws", tag)
+
+
+def fs_sync(d):
+    subprocess.run(["btrfs", "filesystem", "sync", d.home], check=True, timeout=scaled(30))
+
+
+def qgroups(d):
+    """{"0/N": (referenced, exclusive, max_referenced or None)} of the
+    image, after a commit."""
+    fs_sync(d)
+    out = subprocess.run(["btrfs", "qgroup", "show", "-r", "--raw", d.home],
+                         capture_output=True, text=True, check=True).stdout
+    groups = {}
+    for line in out.splitlines():
+        f = line.split()
+        if f and re.fullmatch(r"\d+/\d+", f[0]):
+            groups[f[0]] = (int(f[1]), int(f[2]), None if f[3] == "none" else int(f[3]))
+    return groups
+
+
+def subvolumes(d):
+    out = subprocess.run(["btrfs", "subvolume", "list", "-o", d.home], capture_output=True,
+                         text=True, check=True).stdout
+    return [line.split(" path ", 1)[1] for line in out.splitlines() if " path " in line]
+
+
+def rootid(path):
+    return subprocess.run(["btrfs", "inspect-internal", "rootid", path], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def leftovers(d):
+    """Temporary trees (.lockbox-subvol-*) anywhere in the first two
+    levels of shell.home."""
+    found = []
+    for top in [d.home] + [os.path.join(d.home, n) for n in os.listdir(d.home)]:
+        if os.path.isdir(top) and not os.path.islink(top):
+            found += [os.path.join(top, n) for n in os.listdir(top)
+                      if n.startswith(".lockbox-subvol-")]
+    return found
+
+
+# ------------------------------------------------------------ conversion
+
+WRITER = """\
+i=0; ok=""; bad=0
+end=$(( $(date +%s%N) + {ns} ))
+while [ "$(date +%s%N)" -lt "$end" ]; do
+  if echo "$i" > {target}/w$i; then ok="$ok $i"; else bad=$((bad+1)); fi
+  i=$((i+1))
+done
+echo "ok:$ok"
+echo "bad: $bad"
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="finding: the conversion copies, then exchanges: what a "
+                   "control job writes into the old tree meanwhile is removed with it")
+def test_a_control_script_writing_while_the_first_job_converts_loses_nothing(sh):
+    """Dify's control script may still write into a HOME (absolute paths,
+    or from a cwd inside it) when the binding's first job starts and the
+    tree is moved into its subvolume. Every write the script saw succeed
+    must be in the HOME afterwards (or the conversion must wait); nothing
+    of the old tree may be left beside it."""
+    h, _ = fresh(sh)
+    r, out = run(sh, f"""\
+        set -e
+        mkdir -p {h}/a {h}/b {h}/many
+        cd {h}/many && python3 -c 'import os
+        for i in range(6000): open(str(i), "w").close()'
+        echo made""")
+    assert out == "made\n", (r, out, stderr_of(sh, r["job_id"]))
+    # two writers, one by absolute path, one from a cwd in the tree
+    ns = int(scaled(3) * 1e9)
+    logs = {n: sh.home_path(f"log-{n}-{uuid.uuid4().hex[:6]}") for n in ("a", "b")}
+    for name, target, cwd in (("a", f"{h}/a", None), ("b", ".", f"{h}/b")):
+        script = WRITER.format(ns=ns, target=target)
+        r, out = run(sh, f"( {script} ) >{logs[name]} 2>/dev/null &\necho started", cwd=cwd)
+        assert out == "started\n", (r, out)
+    time.sleep(0.3)  # both are writing
+    t0 = time.monotonic()
+    first, out = run(sh, "echo first", h=h)
+    took = time.monotonic() - t0
+    assert out == "first\n", (first, out, stderr_of(sh, first["job_id"]))
+    lost = {}
+    for name in ("a", "b"):
+        def done():
+            with open(logs[name]) as f:
+                assert "bad:" in f.read()
+        eventually(done, scaled(30))
+        with open(logs[name]) as f:
+            wout = f.read()
+        ok = wout.split("\n")[0].split(":", 1)[1].split()
+        present = set(os.listdir(os.path.join(h, name)))
+        lost[name] = [i for i in ok if f"w{i}" not in present]
+        assert len(ok) >= 5, wout
+        os.unlink(logs[name])
+    print(f"first job took {took:.2f} s; lost {[(k, len(v)) for k, v in lost.items()]}")
+    assert os.stat(h).st_ino == 256
+    assert not leftovers(sh), leftovers(sh)
+    assert lost == {"a": [], "b": []}, f"writes that succeeded are gone: {lost}"
+
+
+def test_a_huge_tree_stalls_the_jailer_no_longer_than_the_bound_and_stays(sh):
+    """A tree of 200,000 files (made by a control script) takes longer to
+    move in than the conversion's bound (10 s): the run is refused with a
+    clear 500 within the bound (plus slack), the jailer answers again right
+    after, the tree is left as it was, and nothing of the attempt (the
+    temporary subvolume, a tree, its quota group) is left."""
+    h, _ = fresh(sh)
+    n = 200000
+    r, out = run(sh, f"""\
+        mkdir -p {h}/d && cd {h}/d && python3 -c 'import os
+        for i in range({n}): open(str(i), "w").close()' && echo made""", deadline=120)
+    assert out == "made\n", (r, out, stderr_of(sh, r["job_id"]))
+    before_sub, before_q = subvolumes(sh), set(qgroups(sh))
+    stalls, stop = [], threading.Event()
+
+    def probe():
+        c = sh.shell_client()
+        while not stop.is_set():
+            t = time.monotonic()
+            c.list(limit=1)
+            stalls.append(time.monotonic() - t)
+            time.sleep(0.05)
+
+    p = threading.Thread(target=probe)
+    p.start()
+    t0 = time.monotonic()
+    try:
+        try:
+            r = sh.client.run("echo first", env={"HOME": h}, mode="stdio", timeout=5,
+                              http_timeout=scaled(60))
+            refused = None
+        except ShellError as e:
+            refused = e
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        p.join()
+    print(f"first run {took:.1f} s, longest list {max(stalls):.1f} s over {len(stalls)} calls;"
+          f" {refused or 'converted'}")
+    assert took < 10 + scaled(5), took
+    if refused:
+        assert (refused.status, refused.code) == (500, "disk_bound_failed"), refused
+        assert "longer than" in str(refused), refused
+        assert os.stat(h).st_ino != 256 and len(os.listdir(f"{h}/d")) == n
+    else:
+        assert os.stat(h).st_ino == 256 and len(os.listdir(f"{h}/d")) == n
+    assert not leftovers(sh), leftovers(sh)
+    assert subvolumes(sh) == before_sub + ([] if refused else [os.path.relpath(h, sh.home)])
+
+    def no_group_left():
+        now = set(qgroups(sh))
+        assert now - before_q <= ({f"0/{rootid(h)}"} if not refused else set()), (now, before_q)
+    eventually(no_group_left, scaled(10))
+    r, out = run(sh, f"rm -rf {h} && echo gone", deadline=120)
+    assert out == "gone\n", (r, out)
+
+
+# ------------------------------------------------------------ the keeper
+
+LATE_CALL = """\
+python3 - <<'PY' &
+import ctypes, os, sys, time
+if {fork} and os.fork():
+    sys.exit(0)  # the first background process ends too: only a grandchild is left
+time.sleep(1.5)
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(165, b"none", b"/tmp", b"tmpfs", 0, None)  # mount: on the kill list
+with open(os.path.join(os.environ["HOME"], "after-{tag}"), "w") as f:
+    f.write(f"{{r}} {{ctypes.get_errno()}}")
+PY
+echo leader-done
+"""
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["background", "grandchild"])
+def test_a_forbidden_call_after_the_leader_ended_still_ends_the_job(sh, fork):
+    """The keeper stops polling the seccomp listener once it reports
+    POLLHUP (no process uses the filter). A process left running after the
+    job's leader exited (and one forked by a process that then exited too)
+    makes a forbidden call 1.5 s later: the call fails, the verdict still
+    comes, the job's processes are killed and its stderr says so."""
+    h, _ = fresh(sh)
+    tag = uuid.uuid4().hex[:6]
+    r, out = run(sh, LATE_CALL.format(fork=fork, tag=tag), h=h)
+    assert "leader-done" in out, (r, out)
+    job = r["job_id"]
+
+    marker = os.path.join(h, f"after-{tag}")
+
+    def ended():
+        err = stderr_of(sh, job)
+        assert "[lockbox] job killed: forbidden system call mount" in err, err
+        procs = [p for p in sh.shell_processes() if p[1] != "lockbox-binding"]
+        assert not procs, procs
+    time.sleep(1.5)
+    eventually(ended, scaled(10))
+    # the call itself failed (EPERM, answered before the kill, as for a
+    # leader's call); it never mounted anything
+    if os.path.exists(marker):
+        with open(marker) as f:
+            assert f.read() == "-1 1"
+    assert sh.client.get(job)["done"]
+
+
+
+# ------------------------------------------------------------------ /etc
+
+ETC = """\
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(what, fn):
+    try:
+        fn()
+        print(what, "OK")
+    except OSError as e:
+        print(what, errno.errorcode.get(e.errno, e.errno))
+def sc(*a):
+    r = libc.syscall(*a)
+    if r < 0:
+        raise OSError(ctypes.get_errno(), "")
+target = os.path.join(os.environ["HOME"], "x")
+open(target, "w").close()
+attempt("create", lambda: open("/etc/lockbox-new", "w"))
+attempt("mkdir", lambda: os.mkdir("/etc/lockbox-dir"))
+attempt("write hosts", lambda: open("/etc/hosts", "a").write("1.2.3.4 evil\\n"))
+attempt("write passwd", lambda: open("/etc/passwd", "a").write("x::0:0::/:/bin/sh\\n"))
+attempt("truncate resolv", lambda: os.truncate("/etc/resolv.conf", 0))
+attempt("rename hosts", lambda: os.rename("/etc/hosts", "/etc/hosts2"))
+attempt("rename into", lambda: os.rename(target, "/etc/x"))
+attempt("unlink group", lambda: os.unlink("/etc/group"))
+attempt("rmdir ssl", lambda: os.rmdir("/etc/ssl"))
+attempt("symlink", lambda: os.symlink("/tmp", "/etc/lockbox-link"))
+attempt("link", lambda: os.link("/etc/hosts", "/etc/lockbox-hard"))
+attempt("chmod etc", lambda: os.chmod("/etc", 0o777))
+attempt("utime hosts", lambda: os.utime("/etc/hosts"))
+attempt("setxattr", lambda: os.setxattr("/etc/hosts", "user.x", b"1"))
+attempt("mknod fifo", lambda: os.mkfifo("/etc/lockbox-fifo"))
+st = os.statvfs("/etc")
+print("etc readonly", bool(st.f_flag & os.ST_RDONLY))
+ro = {}
+with open("/proc/self/mountinfo") as f:
+    for line in f:
+        p = line.split()
+        if p[4] == "/etc" or p[4].startswith("/etc/"):
+            ro[p[4]] = "ro" in p[5].split(",")
+print("etc mounts", len(ro), "writable:", sorted(k for k, v in ro.items() if not v))
+"""
+
+
+def test_a_job_cannot_change_etc(sh):
+    """/etc is a tmpfs of its own sealed read-only with its binds in one
+    mount_setattr: from a shell job nothing in it can be created, written,
+    renamed, linked, removed or chmodded, every mount at or below /etc is
+    read-only, and mounting over it or remounting it ends the job (the
+    mount API is on the kill list)."""
+    h, _ = fresh(sh)
+    r, out = run(sh, f"python3 - <<'EOF'\n{ETC}EOF\nls -A /etc | wc -l", h=h)
+    assert r["exit_code"] == 0, (r, out, stderr_of(sh, r["job_id"]))
+    lines = out.splitlines()
+    results = dict(line.rsplit(" ", 1) for line in lines[:15])
+    print(out)
+    assert len(results) == 15 and "OK" not in results.values(), out
+    assert lines[15] == "etc readonly True", out
+    assert lines[16].endswith("writable: []") and int(lines[16].split()[2]) >= 5, out
+    for call in ("mount -o remount,rw /etc", "mount -t tmpfs none /etc",
+                 "mount --bind /tmp /etc/hosts"):
+        r, out = run(sh, f"{call}; echo after-$?", h=h, mode="pty")
+        assert "after-0" not in out, (call, out)
+        assert "forbidden system call" in out or "after-" in out, (call, out)
+    r, out = run(sh, "cat /etc/hosts | grep -c evil; test -e /etc/lockbox-new || echo none",
+                 h=h)
+    assert out == "0\nnone\n", out
+
+
+# ------------------------------------------------------------ event loop
+
+def test_jobs_ending_together_while_deletes_and_terminates_arrive(sh):
+    """The event loop drops events of a watch a handler of the same batch
+    removed. Ten jobs end at the same instant (each leaving a process
+    behind, or not) while DELETEs (forced, no grace) and terminates for
+    them arrive from ten threads at that instant; three rounds. The jailer
+    never calls a stale watch: it stays up, every call gets an answer (a
+    job gone meanwhile is job_not_found), and nothing of the jobs is
+    left."""
+    for rnd in range(3):
+        at = time.time() + scaled(3)
+        ids = [None] * 10
+
+        def start(i):
+            keep = "(sleep 0.2 &)" if i % 2 else ""
+            script = (f"python3 -c 'import time; time.sleep(max(0, {at} - time.time()))'; "
+                      f"{keep} exit {i}")
+            ids[i] = sh.shell_client().run(script, mode="stdio" if i % 3 else "pty",
+                                           timeout=1)["job_id"]
+        starters = [threading.Thread(target=start, args=(i,)) for i in range(10)]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()
+        assert None not in ids and time.time() < at, (ids, at - time.time())
+        errors = []
+
+        def hit(job, n):
+            c = sh.shell_client()
+            time.sleep(max(0, at - time.time() + 0.002 * n))
+            try:
+                if n % 3 == 0:
+                    c.terminate(job, grace_seconds=0)
+                c.delete(job, force=True, grace_seconds=0)
+            except ShellError as e:
+                if e.code != "job_not_found":
+                    errors.append(e)
+            except Exception as e:  # noqa: a dropped connection is a failure too
+                errors.append(e)
+
+        threads = [threading.Thread(target=hit, args=(j, n)) for n, j in enumerate(ids)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert sh.proc.poll() is None, f"lockboxd died:\n{sh.log[-4000:]}"
+        sh.client.health()
+        assert sh.client.list(limit=50) == []
+    r, out = run(sh, "echo alive")
+    assert out == "alive\n", (r, out)
+
+
+# ------------------------------------------------------------ the bound
+
+FILL = """\
+import errno, mmap, os, sys, time
+how, n_done, why = sys.argv[1], 0, "cap"
+os.chdir(os.environ["HOME"])
+os.makedirs(how, exist_ok=True)
+os.chdir(how)
+end = time.monotonic() + 20
+try:
+    if how == "xattrs":
+        v = os.urandom(3800)
+        for i in range(40000):
+            open(f"f{i}", "w").close()
+            for k in range(3):
+                os.setxattr(f"f{i}", f"user.k{k}", v)
+            n_done += 1
+            if time.monotonic() > end: why = "time"; break
+    elif how == "inline":
+        for i in range(40000):
+            with open(f"f{i}", "wb") as f:
+                f.write(os.urandom(2000))
+            n_done += 1
+            if time.monotonic() > end: why = "time"; break
+    elif how == "dirs":
+        for i in range(40000):
+            os.mkdir(f"d{i}" + "x" * 200)
+            n_done += 1
+            if time.monotonic() > end: why = "time"; break
+    elif how == "symlinks":
+        t = "t" * 3000
+        for i in range(40000):
+            os.symlink(t, f"l{i}")
+            n_done += 1
+            if time.monotonic() > end: why = "time"; break
+    elif how == "fallocate":
+        fd = os.open("big", os.O_WRONLY | os.O_CREAT, 0o600)
+        os.posix_fallocate(fd, 0, 64 << 20)
+        n_done = 1
+    elif how == "mmap":
+        fd = os.open("big", os.O_RDWR | os.O_CREAT, 0o600)
+        os.ftruncate(fd, 64 << 20)
+        m = mmap.mmap(fd, 64 << 20)
+        for off in range(0, 64 << 20, 4096):
+            m[off] = 1
+            n_done += 1
+        m.flush()
+    elif how == "direct":
+        fd = os.open("big", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+        buf = mmap.mmap(-1, 1 << 20)
+        buf.write(os.urandom(1 << 20))
+        for i in range(64):
+            os.write(fd, buf)
+            n_done += 1
+    elif how == "copy_range":
+        # data written in the workspace, copied (reflinked by btrfs) into
+        # HOME, the workspace's copy removed: over and over
+        ws = sys.argv[2]
+        for i in range(40):
+            src = os.path.join(ws, "chunk")
+            with open(src, "wb") as f:
+                f.write(os.urandom(4 << 20))
+            a = os.open(src, os.O_RDONLY)
+            b = os.open(f"c{i}", os.O_WRONLY | os.O_CREAT, 0o600)
+            left = 4 << 20
+            while left:
+                left -= os.copy_file_range(a, b, left)
+            os.close(a); os.close(b); os.unlink(src)
+            n_done += 1
+    why = "done"
+except OSError as e:
+    why = errno.errorcode[e.errno]
+print(how, n_done, why)
+"""
+
+
+@pytest.mark.parametrize("how", ["xattrs", "inline", "dirs", "symlinks", "fallocate", "mmap",
+                                 "direct", "copy_range"])
+def test_metadata_and_odd_writes_stay_within_the_bound(sh, how):
+    """HOME has a 16 MiB bound. Metadata-heavy trees (files carrying
+    xattrs, small files stored inline in the tree, directories with long
+    names, long symlinks), fallocate, writes through a shared mapping,
+    O_DIRECT writes and copy_file_range (reflinks) from the workspace fill
+    it: they end with EDQUOT (a mapping's write with SIGBUS), and once
+    committed the HOME's quota group holds at most its bound plus a
+    little (what one transaction may let through: at most the workspace's
+    bound for data cloned in)."""
+    h, ws = fresh(sh)
+    r, out = run(sh, f"mkdir -p {h} {ws} && echo ok")
+    assert out == "ok\n", (r, out)
+    r, out = run(sh, f"python3 - {how} {ws} <<'EOF'\n{FILL}EOF\necho rc=$?", h=h, cwd=ws,
+                 deadline=60)
+    err = stderr_of(sh, r["job_id"])
+    print(out.strip(), err[-300:].strip())
+    rid = rootid(h)
+    ref, excl, lim = qgroups(sh)[f"0/{rid}"]
+    print(f"{how}: referenced {ref / MIB:.2f} MiB, exclusive {excl / MIB:.2f} MiB,"
+          f" limit {lim / MIB:.0f} MiB")
+    assert lim == 16 * MIB
+    if how == "mmap":
+        assert "rc=135" in out or "EDQUOT" in out, (out, err)  # SIGBUS, or refused
+    else:
+        assert f"{how} " in out and " EDQUOT" in out, (out, err)
+    slack = (24 + 2) * MIB if how == "copy_range" else 2 * MIB
+    assert ref <= lim + slack, (how, ref)
+    r, out = run(sh, f"rm -rf {h} {ws} && echo gone", deadline=60)
+    assert out == "gone\n", (r, out)
+
