@@ -157,8 +157,8 @@ struct job {
         bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
         char *home;        /* its HOME (another binding's workspace may not hold it) */
-        char *ws;          /* its workspace, or NULL (none, or adopted: not known) */
-        bool adopted;      /* from the last lockboxd's table */
+        char *ws;          /* its workspace, or NULL (none, or not known) */
+        bool ws_unknown;   /* adopted from a table that did not record workspaces */
         struct binding *b;
         unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
@@ -268,7 +268,10 @@ static void job_save(const struct job *j)
                               .ended = j->ended,
                               .home = j->home ? j->home : "",
                               .binding = j->serial,
-                              .keeper = j->keeper_gone ? 0 : j->keeper_pid};
+                              .keeper = j->keeper_gone ? 0 : j->keeper_pid,
+                              .ws = j->ws           ? j->ws
+                                    : j->ws_unknown ? NULL
+                                                    : ""};
         store_job_put(j->sh->store, &r);
 }
 
@@ -1070,8 +1073,9 @@ static const char *other_home(const struct shell *sh, const char *key, const cha
 /* A tree (HOME or workspace) a job of the table has (or had: what it
  * left running keeps its mount of the tree) as its own, or holds one, or
  * lies in one: moving it into a subvolume would leave that job on the old
- * tree. Control jobs' shell.home aside; a workspace of a job adopted from
- * the last lockboxd is not known: while one lives, no workspace is
+ * tree. Control jobs' shell.home aside. The table records each job's
+ * workspace, so adopted jobs' are known; only a job adopted from a table
+ * of an older version has none recorded: while one lives, no workspace is
  * converted. */
 static bool tree_in_use(const struct shell *sh, const char *path, bool workspace)
 {
@@ -1081,7 +1085,7 @@ static bool tree_in_use(const struct shell *sh, const char *path, bool workspace
                         return true;
                 if (j->ws && (within(path, j->ws) || within(j->ws, path)))
                         return true;
-                if (workspace && j->adopted && !terminal(j))
+                if (workspace && j->ws_unknown && !terminal(j))
                         return true;
         }
         return false;
@@ -2172,13 +2176,14 @@ static void adopt_job(const struct store_job *row, void *data)
                           .sock = -1,
                           .keeper_gone = true,
                           .serial = row->binding,
-                          .adopted = true,
-                          .home = strdup(row->home)};
+                          .ws_unknown = !row->ws,
+                          .home = strdup(row->home),
+                          .ws = row->ws && row->ws[0] ? strdup(row->ws) : NULL};
         memcpy(j->id, row->id, SHELL_JOB_ID_LEN);
         j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         j->out_rfd =
             j->dirfd < 0 ? -1 : openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (j->out_rfd < 0 || !j->home) {
+        if (j->out_rfd < 0 || !j->home || (row->ws && row->ws[0] && !j->ws)) {
                 job_close(j); /* its files are gone: nothing to show */
                 return;
         }

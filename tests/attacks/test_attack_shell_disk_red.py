@@ -7,14 +7,17 @@ Disk: a control script writes into a HOME while the binding's first job
 converts it; a huge tree stalls the jailer at most the conversion's time
 bound and is left as it was; metadata (many small files, xattrs,
 directories), fallocate, mmap and copy_file_range stay within a bound;
-nothing of a conversion (subvolume, quota group, temporary tree) is left.
+nothing of a conversion (subvolume, quota group, temporary tree) is left;
+a job kept over a restart leaves no new workspace unbounded.
 
 One daemon for the module: a 256 MiB image, 16 MiB per HOME, 24 MiB per
 workspace; every case is bounded (tens of MB, seconds). After every case
 all jobs are deleted and nothing of them may be left."""
 import os
 import re
+import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -498,3 +501,47 @@ def test_metadata_and_odd_writes_stay_within_the_bound(sh, how):
     r, out = run(sh, f"rm -rf {h} {ws} && echo gone", deadline=60)
     assert out == "gone\n", (r, out)
 
+
+# --------------------------------------------------------------- restarts
+
+def test_a_job_kept_over_a_restart_leaves_no_new_workspace_unbounded(_session_tmp):
+    """A job keeps running in a workspace over a restart of lockboxd
+    (shell.keep_jobs) that turns shell.workspace_disk on. The next
+    lockboxd knows the workspaces of the jobs it adopts (the table records
+    them): a new workspace of another binding is converted and bounded
+    (its writes past the bound fail), not left to fill the image while the
+    kept job lives; the kept job's own workspace, a plain directory, is not
+    moved from under it (another binding's job there runs unbounded, said
+    in the log)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_shell_restart import down, up  # noqa: E402
+    d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True, workspace_disk="0"),
+                           enable_network=False)
+    try:
+        ha, wsa = fresh(d)
+        hb, wsb = fresh(d)
+        hc, _ = fresh(d)
+        r, out = run(d, f"mkdir -p {wsb}/p {wsa}/p {wsa}/q && echo ok")
+        assert out == "ok\n", (r, out)
+        kept = d.client.run(f"sleep 60; cat {wsa}/q/f", env={"HOME": ha}, cwd=f"{wsa}/p",
+                            mode="stdio", timeout=1)["job_id"]
+        assert os.stat(wsa).st_ino != 256
+        down(d, signal.SIGTERM)
+        d.shell_settings["workspace_disk"] = "24M"
+        up(d)
+        assert d.client.get(kept)["status"] == "running"
+        r, out = run(d, "head -c 41943040 /dev/zero > big; du -k big | cut -f1", h=hb,
+                     cwd=f"{wsb}/p")
+        print(out, [line for line in d.log.splitlines() if "subvol" in line][-2:])
+        assert os.stat(wsb).st_ino == 256, "the workspace was left a plain directory"
+        assert int(out.split()[0]) <= 24 * 1024 + 1024, out
+        assert "Disk quota exceeded" in stderr_of(d, r["job_id"])
+        r, out = run(d, "echo shared > f && echo ok", h=hc, cwd=f"{wsa}/q")
+        assert out == "ok\n", (r, out)
+        assert os.stat(wsa).st_ino != 256, "a kept job's workspace was moved from under it"
+        assert "shell.subvol_in_use" in d.log
+    finally:
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
