@@ -1070,22 +1070,27 @@ static const char *other_home(const struct shell *sh, const char *key, const cha
         return NULL;
 }
 
-/* A tree (HOME or workspace) a job of the table has (or had: what it
- * left running keeps its mount of the tree) as its own, or holds one, or
- * lies in one: moving it into a subvolume would leave that job on the old
- * tree. Control jobs' shell.home aside. The table records each job's
- * workspace, so adopted jobs' are known; only a job adopted from a table
- * of an older version has none recorded: while one lives, no workspace is
- * converted. */
+/* A tree (HOME or workspace) a job of the table has (or had, and left
+ * processes running, which keep its mount of the tree) as its own, or
+ * holds one, or lies in one: moving it into a subvolume would leave that
+ * job on the old tree. A job ended whole holds nothing: were it counted,
+ * a tree left unbounded once would stay so while its jobs are kept.
+ * Control jobs' shell.home aside. The table records each job's workspace,
+ * so adopted jobs' are known; only a job adopted from a table of an older
+ * version has none recorded: while one lives, no workspace is converted. */
 static bool tree_in_use(const struct shell *sh, const char *path, bool workspace)
 {
         for (const struct job *j = sh->jobs; j; j = j->next) {
+                /* ended with nothing left running (as a binding's
+                 * liveness counts it): its mounts of the trees are gone */
+                if (terminal(j) && j->keeper_gone && (!j->cg || cgroup_run_count(j->cg) <= 0))
+                        continue;
                 if (j->home && strcmp(j->home, sh->cfg->shell_home) != 0 &&
                     (within(path, j->home) || within(j->home, path)))
                         return true;
                 if (j->ws && (within(path, j->ws) || within(j->ws, path)))
                         return true;
-                if (workspace && j->ws_unknown && !terminal(j))
+                if (workspace && j->ws_unknown)
                         return true;
         }
         return false;

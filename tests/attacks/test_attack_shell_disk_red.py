@@ -545,3 +545,35 @@ def test_a_job_kept_over_a_restart_leaves_no_new_workspace_unbounded(_session_tm
         if d.proc.poll() is None:
             d.shell_reset()
         stop_shell_daemon(d)
+
+
+def test_a_home_with_ended_jobs_is_bounded_once_its_bound_is_turned_on(_session_tmp):
+    """A binding ran jobs while shell.binding_disk was off; a restart turns
+    it on. Its ended jobs (kept in the table, nothing of them running) do
+    not hold its HOME: the next job moves the HOME into its subvolume and
+    is bounded, rather than the HOME staying unbounded for as long as the
+    table keeps a job of it."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_shell_restart import down, up  # noqa: E402
+    d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True, binding_disk="0"),
+                           enable_network=False)
+    try:
+        h, _ = fresh(d)
+        r, out = run(d, "echo before > f; cat f", h=h)
+        assert out == "before\n", (r, out)
+        assert os.stat(h).st_ino != 256
+        down(d, signal.SIGTERM)
+        d.shell_settings["binding_disk"] = "16M"
+        up(d)
+        assert [j["job_id"] for j in d.client.list()] == [r["job_id"]]
+        r, out = run(d, "cat f; head -c 41943040 /dev/zero > big; du -k big | cut -f1", h=h)
+        lines = out.split()
+        assert lines[0] == "before", out
+        assert os.stat(h).st_ino == 256, "the HOME was left a plain directory"
+        assert int(lines[1]) <= 17 * 1024, out
+        assert "Disk quota exceeded" in stderr_of(d, r["job_id"])
+    finally:
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
