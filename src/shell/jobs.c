@@ -1098,23 +1098,27 @@ static bool tree_in_use(const struct shell *sh, const char *path, bool workspace
 
 /* The tree path (rel beneath shell.home) bounded to limit bytes (its
  * setting named by what): a subvolume already has its limit set again
- * (the setting may have changed); a directory is converted (subvol.c),
+ * (the setting may have changed, or be 0: no limit); a directory is converted (subvol.c),
  * unless in use; then it stays unbounded this time, said in the log. */
 static int bound_tree(struct shell *sh, const char *path, const char *rel, int64_t limit,
                       const char *what, char *why, size_t whylen)
 {
-        if (!sh->bounds || limit <= 0 || strcmp(rel, ".") == 0)
+        if (!sh->bounds || strcmp(rel, ".") == 0)
                 return 0;
         _cleanup_close_ int fd = open_beneath(sh->home_fd, rel, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return 0; /* the caller says what is wrong with it */
         if (subvol_is(fd)) {
-                int r = subvol_limit(fd, (uint64_t)limit);
+                /* 0 (the setting turned off): the limit an earlier start
+                 * set is removed */
+                int r = subvol_limit(fd, limit > 0 ? (uint64_t)limit : 0);
                 if (r < 0)
                         log_warn(NULL, "shell.subvol_limit_failed", "tree=%s error=%s", log_q(path),
                                  log_q(strerror(-r)));
                 return 0;
         }
+        if (limit <= 0)
+                return 0;
         if (tree_in_use(sh, path, strcmp(what, "shell.workspace_disk") == 0)) {
                 log_warn(NULL, "shell.subvol_in_use", "tree=%s: in use, left unbounded (%s)",
                          log_q(path), what);

@@ -76,6 +76,14 @@ int subvol_quota_enable(int fd)
         return ioctl(fd, BTRFS_IOC_QUOTA_CTL, &a) < 0 ? -errno : 0;
 }
 
+int subvol_quota_disable(int fd)
+{
+        struct btrfs_ioctl_quota_ctl_args a = {.cmd = BTRFS_QUOTA_CTL_DISABLE};
+        if (ioctl(fd, BTRFS_IOC_QUOTA_CTL, &a) == 0)
+                return 1;
+        return errno == ENOENT ? 0 : -errno; /* ENOENT: they were off */
+}
+
 int subvol_limit(int fd, uint64_t bytes)
 {
         /* qgroupid 0: the subvolume fd lies in */

@@ -16,6 +16,9 @@ bool subvol_is(int fd);
 /* Quota groups on for the file system of fd (once; again is a no-op):
  * 0 or -errno. */
 int subvol_quota_enable(int fd);
+/* Quota groups off (every limit with them): 1, 0 if they were off, or
+ * -errno. */
+int subvol_quota_disable(int fd);
 /* The referenced-bytes limit of the subvolume whose root is fd (0: none):
  * 0 or -errno. */
 int subvol_limit(int fd, uint64_t bytes);
