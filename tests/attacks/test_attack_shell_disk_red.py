@@ -8,7 +8,9 @@ converts it; a huge tree stalls the jailer at most the conversion's time
 bound and is left as it was; metadata (many small files, xattrs,
 directories), fallocate, mmap and copy_file_range stay within a bound;
 nothing of a conversion (subvolume, quota group, temporary tree) is left;
-a job kept over a restart leaves no new workspace unbounded.
+a job kept over a restart leaves no new workspace unbounded, ended jobs
+do not keep a tree unbounded, a bound turned off leaves no limit behind;
+a snapshot saved during a conversion holds the HOME once.
 
 One daemon for the module: a 256 MiB image, 16 MiB per HOME, 24 MiB per
 workspace; every case is bounded (tens of MB, seconds). After every case
@@ -175,7 +177,8 @@ def test_a_huge_tree_stalls_the_jailer_no_longer_than_the_bound_and_stays(sh):
     n = 200000
     r, out = run(sh, f"""\
         mkdir -p {h}/d && cd {h}/d && python3 -c 'import os
-        for i in range({n}): open(str(i), "w").close()' && echo made""", deadline=120)
+        for i in range({n}): open(str(i), "wb").write(os.urandom(8192))' && echo made""",
+                 deadline=120)
     assert out == "made\n", (r, out, stderr_of(sh, r["job_id"]))
     before_sub, before_q = subvolumes(sh), set(qgroups(sh))
     stalls, stop = [], threading.Event()
@@ -577,3 +580,149 @@ def test_a_home_with_ended_jobs_is_bounded_once_its_bound_is_turned_on(_session_
         if d.proc.poll() is None:
             d.shell_reset()
         stop_shell_daemon(d)
+
+
+def test_jobs_ending_across_a_restart_while_deletes_arrive(_session_tmp):
+    """Ten jobs kept over a restart of lockboxd end at staggered instants
+    around it (while it is down, while it starts and its keepers
+    reconnect, right after); DELETEs (forced) and terminates for all of
+    them arrive from ten threads as soon as it answers. The jailer never
+    calls a stale watch: it stays up, every call is answered, nothing of
+    the jobs is left."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_shell_restart import down, up  # noqa: E402
+    d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True), enable_network=False)
+    try:
+        t0 = time.time() + scaled(2)
+        ids = [None] * 10
+
+        def start(i):
+            at = t0 + 0.3 * i
+            keep = "(sleep 0.3 &)" if i % 2 else ""
+            script = (f"python3 -c 'import time; time.sleep(max(0, {at} - time.time()))'; "
+                      f"{keep} exit {i}")
+            ids[i] = d.shell_client().run(script, mode="stdio" if i % 3 else "pty",
+                                          timeout=1)["job_id"]
+        starters = [threading.Thread(target=start, args=(i,)) for i in range(10)]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()
+        assert None not in ids, ids
+        down(d, signal.SIGTERM)
+        up(d)
+        errors = []
+
+        def hit(job, n):
+            c = d.shell_client()
+            try:
+                if n % 3 == 0:
+                    c.terminate(job, grace_seconds=0)
+                c.delete(job, force=True, grace_seconds=0)
+            except ShellError as e:
+                if e.code != "job_not_found":
+                    errors.append(e)
+            except Exception as e:  # noqa: a dropped connection is a failure too
+                errors.append(e)
+        threads = [threading.Thread(target=hit, args=(j, n)) for n, j in enumerate(ids)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert d.proc.poll() is None, f"lockboxd died:\n{d.log[-4000:]}"
+        assert d.client.list(limit=50) == []
+        r, out = run(d, "echo alive")
+        assert out == "alive\n", (r, out)
+    finally:
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
+
+
+def test_bounds_turned_off_are_gone_from_the_trees(_session_tmp):
+    """shell.binding_disk: 0 (and shell.workspace_disk: 0) mean "no bound
+    but shell.disk_size's" (docs/CONFIG.md). Turned off by a restart after
+    trees were bounded: the HOME's limit is gone at its next job while the
+    workspace keeps its own; both off, the workspace's is gone too and the
+    image's quota groups are off (they cost at every commit)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_shell_restart import down, up  # noqa: E402
+    d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
+    try:
+        h, ws = fresh(d)
+        r, out = run(d, f"mkdir -p {ws}/p && echo ok")
+        assert out == "ok\n", (r, out)
+        try:
+            r, out = run(d, "echo x > f && echo ok", h=h, cwd=f"{ws}/p")
+        except Exception:
+            print("\n".join(x for x in d.log.splitlines() if "http.request" not in x)[-6000:])
+            raise
+        assert out == "ok\n", (r, out)
+        assert os.stat(h).st_ino == 256 and os.stat(ws).st_ino == 256
+        write = ("head -c 20971520 /dev/zero > $HOME/big && echo home-ok; "
+                 "head -c 31457280 /dev/zero > big && echo ws-ok; rm -f $HOME/big big")
+        for binding, workspace, want in (("0", "24M", "home-ok\n"),
+                                         ("0", "0", "home-ok\nws-ok\n")):
+            down(d, signal.SIGTERM)
+            d.shell_settings.update(binding_disk=binding, workspace_disk=workspace)
+            up(d)
+            r, out = run(d, write, h=h, cwd=f"{ws}/p")
+            assert out == want, (binding, workspace, out, stderr_of(d, r["job_id"]))
+        q = subprocess.run(["btrfs", "qgroup", "show", d.home], capture_output=True, text=True)
+        assert q.returncode != 0 and "quota" in q.stderr.lower(), (q.stdout, q.stderr)
+    finally:
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
+
+
+# -------------------------------------------------------------- snapshots
+
+def test_a_snapshot_saved_while_a_home_is_converted_holds_it_once(sh):
+    """A snapshot of shell.home is saved (by its worker, beside the
+    jailer) while a binding's first job moves its HOME into a subvolume.
+    The archive holds the HOME's files, each once, and nothing of the
+    conversion's temporary tree (restored, a .lockbox-subvol-* tree would
+    come back as an unbounded copy nobody removes)."""
+    import io
+    import tarfile
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from snapshotlib import save, zstd  # noqa: E402
+    h, _ = fresh(sh)
+    bulk = h + "-0bulk"  # walked first: listed before the HOME, made after it
+    n, nb = 3000, 2000
+    r, out = run(sh, f"""\
+        mkdir -p {bulk} {h}/many && cd {bulk} && python3 -c 'import os
+        for i in range({nb}): open(str(i), "w").close()' && cd {h}/many && python3 -c 'import os
+        for i in range({n}): open(str(i), "wb").write(os.urandom(8192))' && echo made""",
+                 deadline=120)
+    assert out == "made\n", (r, out, stderr_of(sh, r["job_id"]))
+    rel = os.path.relpath(h, sh.home)
+    got = {}
+
+    def saver():
+        t0 = time.monotonic()
+        got["a"] = save(sh, timeout=scaled(60))
+        got["took"] = time.monotonic() - t0
+    t = threading.Thread(target=saver)
+    t.start()
+    time.sleep(0.1)
+    t1 = time.monotonic()
+    first, out = run(sh, "echo first", h=h)
+    conv = time.monotonic() - t1
+    t.join()
+    print(f"save took {got['took']:.2f} s, the first run {conv:.2f} s from 0.1 s in")
+    assert out == "first\n", (first, out)
+    a = got["a"]
+    assert a.status == 200 and a.complete, a
+    with tarfile.open(fileobj=io.BytesIO(zstd(a.body, decompress=True))) as tf:
+        names = tf.getnames()
+    tmp = [x for x in names if ".lockbox-subvol-" in x]
+    mine = [x for x in names if x.startswith(rel + "/many/")]
+    print(f"{len(names)} names, {len(tmp)} temporary, {len(mine)} of the HOME's {n}")
+    assert not tmp, tmp[:5]
+    run(sh, f"rm -rf {bulk} && echo gone", deadline=60)
+    assert len(mine) == len(set(mine)) == n, len(mine)
