@@ -167,6 +167,40 @@ def test_a_control_script_writing_while_the_first_job_converts_loses_nothing(sh)
     assert lost == {"a": [], "b": []}, f"writes that succeeded are gone: {lost}"
 
 
+XATTRS = """\
+import os, struct
+acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, uid) for tag, perm, uid in (
+    (1, 6, 0xFFFFFFFF), (2, 4, 1234), (4, 4, 0xFFFFFFFF), (0x10, 4, 0xFFFFFFFF),
+    (0x20, 4, 0xFFFFFFFF)))
+for path in (".", "d", "d/f"):
+    os.setxattr(path, "user.tag", path.encode() * 100)
+os.setxattr("d/f", "system.posix_acl_access", acl)
+os.setxattr("d", "system.posix_acl_default", acl)
+os.setxattr("d/f", "user.big", os.urandom(3000))
+"""
+
+
+def test_the_conversion_keeps_extended_attributes_and_acls(sh):
+    """cp -a keeps extended attributes and ACLs, and a control script may
+    set them: moving the tree into its subvolume keeps the user.*
+    attributes of the HOME, a directory and a file, a file's ACL and a
+    directory's default ACL, byte for byte, and the modes with them."""
+    h, _ = fresh(sh)
+    r, out = run(sh, f"mkdir -p {h}/d && cd {h} && echo data > d/f && "
+                     f"python3 - <<'EOF'\n{XATTRS}EOF\necho set")
+    assert out == "set\n", (r, out, stderr_of(sh, r["job_id"]))
+    paths = (h, f"{h}/d", f"{h}/d/f")
+    before = {p: ({n: os.getxattr(p, n) for n in os.listxattr(p)}, os.stat(p).st_mode)
+              for p in paths}
+    assert len(before[f"{h}/d/f"][0]) == 3 and len(before[f"{h}/d"][0]) == 2, before
+    r, out = run(sh, "cat d/f", h=h)
+    assert out == "data\n", (r, out, stderr_of(sh, r["job_id"]))
+    assert os.stat(h).st_ino == 256
+    after = {p: ({n: os.getxattr(p, n) for n in os.listxattr(p)}, os.stat(p).st_mode)
+             for p in paths}
+    assert after == before
+
+
 def test_a_huge_tree_stalls_the_jailer_no_longer_than_the_bound_and_stays(sh):
     """A tree of 200,000 files (made by a control script) takes longer to
     move in than the conversion's bound (10 s): the run is refused with a
