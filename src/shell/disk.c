@@ -289,8 +289,9 @@ static int mount_image(const char *img, const char *home, char *err, size_t errl
 }
 
 /* A btrfs home: its top owned by shell.uid (mkfs.btrfs has no
- * root_owner), quota groups on, stale quota groups gone (or quota groups
- * off, without bounds). Per-binding bounds asked of an ext4 home are said
+ * root_owner), no temporary subvolume of a conversion a crash cut short,
+ * quota groups on, stale quota groups gone (or quota groups off, without
+ * bounds). Per-binding bounds asked of an ext4 home are said
  * once to be off. */
 static int home_ready(const struct config *cfg, char *err, size_t errlen)
 {
@@ -315,6 +316,9 @@ static int home_ready(const struct config *cfg, char *err, size_t errlen)
                 snprintf(err, errlen, "%s: chown: %s", cfg->shell_home, strerror(errno));
                 return -errno;
         }
+        int swept = subvol_sweep_tmp(fd);
+        if (swept > 0)
+                log_info(NULL, "shell.subvol_tmp_swept", "removed=%d", swept);
         if (!bounds) {
                 /* quota groups cost at every commit: on only when used;
                  * off again (with the limits an earlier start set) when

@@ -19,6 +19,7 @@
 #include "shell/subvol.h"
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -178,6 +179,46 @@ int subvol_sweep(int fd)
                                 removed++;
                 }
                 if (next == 0 || next >= (1ULL << 48))
+                        return removed;
+        }
+}
+
+int subvol_sweep_tmp(int fd)
+{
+        static struct btrfs_ioctl_search_args a;
+        uint64_t next = BTRFS_FIRST_FREE_OBJECTID;
+        int removed = 0;
+        for (;;) {
+                /* each subvolume's link to its parent: key (id,
+                 * ROOT_BACKREF, parent), a btrfs_root_ref and the name */
+                int n = search(fd, BTRFS_ROOT_TREE_OBJECTID, next, BTRFS_LAST_FREE_OBJECTID,
+                               BTRFS_ROOT_BACKREF_KEY, 0, (uint64_t)-1, &a);
+                if (n <= 0)
+                        return n < 0 ? n : removed;
+                size_t at = 0;
+                for (int i = 0; i < n; i++) {
+                        struct btrfs_ioctl_search_header h;
+                        struct btrfs_root_ref ref;
+                        memcpy(&h, a.buf + at, sizeof(h));
+                        const char *item = a.buf + at + sizeof(h);
+                        at += sizeof(h) + h.len;
+                        next = h.objectid + 1;
+                        if (h.type != BTRFS_ROOT_BACKREF_KEY || h.len < sizeof(ref))
+                                continue;
+                        memcpy(&ref, item, sizeof(ref));
+                        size_t len = le16toh(ref.name_len);
+                        if (len != strlen(TMP_PREFIX) + 16 || sizeof(ref) + len > h.len ||
+                            memcmp(item + sizeof(ref), TMP_PREFIX, strlen(TMP_PREFIX)) != 0)
+                                continue;
+                        struct btrfs_ioctl_vol_args_v2 d = {.flags = BTRFS_SUBVOL_SPEC_BY_ID,
+                                                            .subvolid = h.objectid};
+                        if (ioctl(fd, BTRFS_IOC_SNAP_DESTROY_V2, &d) == 0)
+                                removed++;
+                        else
+                                log_warn(NULL, "shell.subvol_destroy_failed", "id=%llu error=%s",
+                                         (unsigned long long)h.objectid, log_q(strerror(errno)));
+                }
+                if (next == 0 || next > BTRFS_LAST_FREE_OBJECTID)
                         return removed;
         }
 }

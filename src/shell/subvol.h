@@ -29,6 +29,10 @@ bool subvol_full(int fd);
 /* Quota groups of subvolumes that are gone, on the file system of fd,
  * removed: how many, or -errno. */
 int subvol_sweep(int fd);
+/* Temporary subvolumes of conversions a crash cut short (named
+ * .lockbox-subvol-*, anywhere on the file system of fd) destroyed: how
+ * many, or -errno. At a start, before any conversion. */
+int subvol_sweep_tmp(int fd);
 
 struct subvol_conv {
         int parent_fd;    /* the tree's parent directory, O_RDONLY, opened without a symlink */
