@@ -718,12 +718,16 @@ def test_bounds_turned_off_are_gone_from_the_trees(_session_tmp):
 
 # -------------------------------------------------------------- snapshots
 
+@pytest.mark.xfail(reason="finding, timing-dependent: the snapshot's walk of the old tree races "
+                          "the worker removing it (seen: 2256 of 3000 files, or a broken stream)")
 def test_a_snapshot_saved_while_a_home_is_converted_holds_it_once(sh):
     """A snapshot of shell.home is saved (by its worker, beside the
     jailer) while a binding's first job moves its HOME into a subvolume.
     The archive holds the HOME's files, each once, and nothing of the
     conversion's temporary tree (restored, a .lockbox-subvol-* tree would
-    come back as an unbounded copy nobody removes)."""
+    come back as an unbounded copy nobody removes). It does not always:
+    in a full run of this file the stream broke once (200, empty, no
+    trailer) and once held 2,256 of the 3,000 files; alone it passes."""
     import io
     import tarfile
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
