@@ -176,12 +176,14 @@ cmp blob "$OLDPWD/blob" && echo same
 
 
 def test_the_bound_holds_after_a_restart(sh):
-    """A bounded HOME, the daemon restarted (the image mounted again): the
-    next job is bounded the same."""
+    """A bounded HOME, the daemon restarted (the image mounted again, its
+    quota groups as they were): the next job is bounded the same."""
     h = home(sh)
     r, out = run(sh, "head -c 1048576 /dev/zero > one && echo ok", h=h)
     assert out == "ok\n", (r, out)
     restart(sh, signal.SIGTERM)
+    groups, subs = qgroups(sh)
+    assert groups == subs | {"0/5"}, (groups, subs)
     r, out = run(sh, "head -c 41943040 /dev/zero > big; du -k big | cut -f1", h=h)
     assert int(out.split()[0]) <= 15 * 1024, (r, out)
     assert "Disk quota exceeded" in stderr_of(sh, r["job_id"])
