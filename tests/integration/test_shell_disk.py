@@ -4,20 +4,25 @@ HOME or a workspace becomes a subvolume with a limit before its first job
 (a directory made by a control script is moved in, contents, modes and
 links kept). A job writing past its bound gets "Disk quota exceeded", the
 job's output and the limits metric say so, other bindings still write;
-control scripts delete bounded trees with rm -rf; the bound holds after a
-restart; a stop leaves no mount, loop device or quota group behind.
+control scripts delete bounded trees with rm -rf (their quota groups go
+with them); the bound holds after a restart; snapshots save and restore
+over subvolumes; an ext4 image of an earlier version keeps working
+without the bounds. A stop leaves no mount or loop device (the suite's
+stop checks).
 
 One daemon for the module: a 192 MiB image, 16 MiB per HOME, 24 MiB per
-workspace."""
+workspace; the ext4 case starts one of its own."""
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import uuid
 
 import pytest
 import requests
 
-from conftest import eventually, scaled, start_shell_daemon, stop_shell_daemon
+from conftest import ShellDaemon, eventually, scaled, start_shell_daemon, stop_shell_daemon
 from snapshotlib import restore, save
 from test_shell_restart import restart
 
@@ -219,3 +224,37 @@ def test_snapshots_save_and_restore_over_subvolumes(sh):
     r, out = run(sh, "head -c 9437184 /dev/urandom > other", h=h)
     got = restore(sh, b.body)
     assert got.status == 500 and b"Disk quota exceeded" in got.body, got
+
+
+def test_an_ext4_image_of_an_earlier_version_keeps_working(_session_tmp):
+    """A shell.state_dir holding an ext4 home.img (what an earlier version
+    made) is mounted as ext4 and serves as before, with the one bound of
+    its size: a HOME takes more than shell.binding_disk, and the log says
+    once that the bounds per binding need a btrfs image."""
+    workdir = tempfile.mkdtemp(prefix="d", dir=_session_tmp)
+    os.chmod(workdir, 0o755)
+    root = tempfile.mkdtemp(prefix="shelltest-", dir="/var/tmp")
+    os.chmod(root, 0o755)
+    d = ShellDaemon({"enable_network": False}, workdir, root, dict(SHELL, disk_size="64M"))
+    os.makedirs(d.state_dir, 0o700)
+    img = os.path.join(d.state_dir, "home.img")
+    with open(img, "wb") as f:
+        f.truncate(64 * MIB)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E",
+                    f"root_owner={d.shell_uid}:{d.shell_uid}", img], check=True)
+    try:
+        d.start()
+    except BaseException:
+        d.kill_hard()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    try:
+        with open("/proc/self/mountinfo") as f:
+            line = [m for m in f if f" {d.home} " in m][0]
+        assert " - ext4 /dev/loop" in line, line
+        r, out = run(d, "head -c 25165824 /dev/zero > f && du -k f | cut -f1", h=home(d))
+        assert (r["exit_code"], out) == (0, "24576\n"), (r, out, stderr_of(d, r["job_id"]))
+        assert d.log.count("event=shell.disk_bounds_off") == 1, d.log[-3000:]
+        d.shell_reset()
+    finally:
+        stop_shell_daemon(d)
