@@ -1100,7 +1100,7 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
         if (fd < 0)
                 return 0; /* the caller says what is wrong with it */
         if (subvol_is(fd)) {
-                int r = subvol_limit(fd, (uint64_t)limit);
+                int r = subvol_limit_ensure(fd, (uint64_t)limit);
                 if (r < 0)
                         log_warn(NULL, "shell.subvol_limit_failed", "tree=%s error=%s", log_q(path),
                                  log_q(strerror(-r)));

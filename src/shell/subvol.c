@@ -93,20 +93,36 @@ static uint64_t sys_u64(const char *dir, const char *name)
         return n > 0 ? strtoull(buf, NULL, 10) : 0;
 }
 
-bool subvol_full(int fd)
+/* /sys/fs/btrfs/<fsid>/qgroups/0_<id> of the subvolume whose root is
+ * fd: 0, or -1. */
+static int qgroup_dir(int fd, char *dir, size_t len)
 {
         struct btrfs_ioctl_fs_info_args fi = {0};
         struct btrfs_ioctl_ino_lookup_args il = {.objectid = BTRFS_FIRST_FREE_OBJECTID};
         if (!subvol_is(fd) || ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0 ||
             ioctl(fd, BTRFS_IOC_INO_LOOKUP, &il) < 0)
-                return false;
-        char dir[160];
-        int n = snprintf(dir, sizeof(dir), "/sys/fs/btrfs/");
+                return -1;
+        int n = snprintf(dir, len, "/sys/fs/btrfs/");
         for (int i = 0; i < BTRFS_FSID_SIZE; i++)
-                n += snprintf(dir + n, sizeof(dir) - (size_t)n, "%s%02x",
+                n += snprintf(dir + n, len - (size_t)n, "%s%02x",
                               i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", fi.fsid[i]);
-        snprintf(dir + n, sizeof(dir) - (size_t)n, "/qgroups/0_%llu",
-                 (unsigned long long)il.treeid);
+        snprintf(dir + n, len - (size_t)n, "/qgroups/0_%llu", (unsigned long long)il.treeid);
+        return 0;
+}
+
+int subvol_limit_ensure(int fd, uint64_t bytes)
+{
+        char dir[160];
+        if (qgroup_dir(fd, dir, sizeof(dir)) == 0 && sys_u64(dir, "max_referenced") == bytes)
+                return 0;
+        return subvol_limit(fd, bytes);
+}
+
+bool subvol_full(int fd)
+{
+        char dir[160];
+        if (qgroup_dir(fd, dir, sizeof(dir)) < 0)
+                return false;
         uint64_t max = sys_u64(dir, "max_referenced");
         if (max == 0 || max == (uint64_t)-1)
                 return false;
@@ -562,10 +578,9 @@ int subvol_convert(const struct subvol_conv *cv, char *err, size_t errlen)
                 if (r < 0)
                         log_warn(NULL, "shell.subvol_limit_failed", "name=%s error=%s",
                                  log_q(cv->name), log_q(strerror(-r)));
-                /* quota groups count at a commit (every 30 s): one begun
-                 * now, not waited for, so the moved tree counts soon */
-                uint64_t transid = 0;
-                ioctl(dst, BTRFS_IOC_START_SYNC, &transid);
+                /* no commit asked for here (BTRFS_IOC_START_SYNC blocks
+                 * while other writers hold the transaction): the moved
+                 * tree counts from the kernel's next one (30 s at most) */
                 if (msg[0] || timed_out) /* the old tree left in part */
                         log_warn(NULL, "shell.subvol_leftover", "name=%s error=%s", log_q(tmp),
                                  log_q(timed_out ? "timed out" : msg));

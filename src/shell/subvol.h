@@ -19,6 +19,9 @@ int subvol_quota_enable(int fd);
 /* The referenced-bytes limit of the subvolume whose root is fd (0: none):
  * 0 or -errno. */
 int subvol_limit(int fd, uint64_t bytes);
+/* As subvol_limit, unless the limit is already that (read in sysfs: no
+ * transaction joined, which may wait for a commit). */
+int subvol_limit_ensure(int fd, uint64_t bytes);
 /* The subvolume whose root is fd is at its limit (referenced and
  * reserved bytes within 1/32 of it): a write there fails with EDQUOT.
  * From /sys/fs/btrfs/<fsid>/qgroups; false when anything is unknown. */
