@@ -1067,21 +1067,34 @@ static const char *other_home(const struct shell *sh, const char *key, const cha
         return NULL;
 }
 
-/* A tree (HOME or workspace) a job of the table has (or had: what it
- * left running keeps its mount of the tree) as its own, or holds one, or
- * lies in one: moving it into a subvolume would leave that job on the old
- * tree. Control jobs' shell.home aside; a workspace of a job adopted from
- * the last lockboxd is not known: while one lives, no workspace is
- * converted. */
+/* The job, or what it left running, may still have its mounts of its
+ * HOME and workspace: running, or processes left in its group; without
+ * cgroups, while its binding lives. */
+static bool job_holds_trees(const struct job *j)
+{
+        if (!terminal(j))
+                return true;
+        if (j->cg)
+                return cgroup_run_count(j->cg) > 0;
+        return j->b && j->b->pidfd >= 0;
+}
+
+/* A tree (HOME or workspace) a job of the table holds (above) as its own,
+ * or holds one, or lies in one: moving it into a subvolume would leave
+ * that job on the old tree. Control jobs' shell.home aside; a workspace
+ * of a job adopted from the last lockboxd is not known: while one lives,
+ * no workspace is converted. */
 static bool tree_in_use(const struct shell *sh, const char *path, bool workspace)
 {
         for (const struct job *j = sh->jobs; j; j = j->next) {
+                if (!job_holds_trees(j))
+                        continue;
                 if (j->home && strcmp(j->home, sh->cfg->shell_home) != 0 &&
                     (within(path, j->home) || within(j->home, path)))
                         return true;
                 if (j->ws && (within(path, j->ws) || within(j->ws, path)))
                         return true;
-                if (workspace && j->adopted && !terminal(j))
+                if (workspace && j->adopted)
                         return true;
         }
         return false;

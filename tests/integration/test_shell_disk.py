@@ -24,7 +24,7 @@ import requests
 
 from conftest import ShellDaemon, eventually, scaled, start_shell_daemon, stop_shell_daemon
 from snapshotlib import restore, save
-from test_shell_restart import restart
+from test_shell_restart import down, restart, up
 
 MIB = 1 << 20
 SHELL = {"disk_size": "192M", "binding_disk": "16M", "workspace_disk": "24M", "max_jobs": 8}
@@ -175,6 +175,14 @@ cmp blob "$OLDPWD/blob" && echo same
     r, out = run(sh, f"rm -rf {h} ws/{tag} default && ls -A ws && echo done")
     assert (r["exit_code"], out) == (0, "done\n"), (r, out, stderr_of(sh, r["job_id"]))
     assert not os.path.exists(h)
+    # made again at the same path (the jobs that used it have ended): a
+    # subvolume again at its next job
+    r, out = run(sh, f"mkdir -p {h} && echo again > {h}/f")
+    assert r["exit_code"] == 0, (r, out)
+    r, out = run(sh, "cat f", h=h)
+    assert out == "again\n" and is_subvolume(h), (r, out)
+    r, out = run(sh, f"rm -rf {h}")
+    assert r["exit_code"] == 0, (r, out)
     # the deleted subvolumes' quota groups go with them
     groups, subs = qgroups(sh)
     assert groups == subs | {"0/5"}, (groups, subs)
@@ -255,6 +263,32 @@ def test_an_ext4_image_of_an_earlier_version_keeps_working(_session_tmp):
         r, out = run(d, "head -c 25165824 /dev/zero > f && du -k f | cut -f1", h=home(d))
         assert (r["exit_code"], out) == (0, "24576\n"), (r, out, stderr_of(d, r["job_id"]))
         assert d.log.count("event=shell.disk_bounds_off") == 1, d.log[-3000:]
+        d.shell_reset()
+    finally:
+        stop_shell_daemon(d)
+
+
+def test_a_tree_an_adopted_job_uses_is_left_unbounded(_session_tmp):
+    """Bounds turned on across a restart (shell.keep_jobs): a job left
+    running in an unbounded HOME is adopted, and the next job of that HOME
+    leaves it as it is (the running job's mount would keep the old tree),
+    says so in the log, and runs; a new HOME is bounded at once."""
+    d = start_shell_daemon(_session_tmp, dict(SHELL, binding_disk=0, workspace_disk=0,
+                                              keep_jobs=True), enable_network=False)
+    try:
+        h, other = home(d), home(d)
+        long = d.client.run("echo started; sleep 30", env={"HOME": h}, mode="stdio", timeout=1)
+        assert long["status"] == "running", long
+        down(d, signal.SIGTERM)
+        d.shell_settings.update(binding_disk="16M", workspace_disk="24M")
+        up(d)
+        r, out = run(d, "echo next", h=h)
+        assert (r["exit_code"], out) == (0, "next\n"), (r, out)
+        assert not is_subvolume(h)
+        assert f'event=shell.subvol_in_use tree="{h}"' in d.log, d.log[-3000:]
+        assert d.client.get(long["job_id"])["status"] == "running"
+        r, out = run(d, "echo new", h=other)
+        assert out == "new\n" and is_subvolume(other), (r, out)
         d.shell_reset()
     finally:
         stop_shell_daemon(d)
