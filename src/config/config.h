@@ -93,6 +93,8 @@ struct config {
         char *shell_home;                   /* shell.home: default HOME, root of every binding */
         int shell_uid;                      /* shell.uid: jobs' UID and GID */
         int64_t shell_disk_bytes;           /* shell.disk_size: 0 = no file system of its own */
+        int64_t shell_binding_disk_bytes;   /* shell.binding_disk: a HOME's bound, 0 = none */
+        int64_t shell_workspace_disk_bytes; /* shell.workspace_disk: a workspace's, 0 = none */
         int64_t shell_max_output;           /* shell.max_output: bytes of one job's output.log */
         int shell_max_jobs;                 /* shell.max_jobs: live jobs */
         int shell_cpu_weight;               /* shell.cpu_weight: per binding */

@@ -441,11 +441,24 @@ const struct schema_row schema_rows[] = {
             "UID (and GID) shell jobs run as; it owns the files under shell.home. It must "
             "lie outside jail.uid_min..jail.uid_max."),
         SIZE("shell.disk_size", shell_disk_bytes, "8G", 0, 16384 * G,
-             "Size of the file system of shell.home: an ext4 image (sparse) under "
+             "Size of the file system of shell.home: an image (sparse) under "
              "shell.state_dir, mounted at shell.home, so jobs can never fill the host's disk; "
              "at the bound a write fails with \"No space left on device\". Needs a loop "
-             "device and mkfs.ext4; shell.home must be empty at the first start. 0: shell.home "
-             "stays on the host's file system, with no bound."),
+             "device and mkfs.btrfs; shell.home must be empty at the first start. 0: shell.home "
+             "stays on the host's file system, with no bound. A new image is btrfs (mkfs.btrfs; "
+             "mixed block groups below 1 GiB), which per-binding bounds (shell.binding_disk, "
+             "shell.workspace_disk) need; an ext4 image made by an earlier version keeps "
+             "working, without them."),
+        SIZE("shell.binding_disk", shell_binding_disk_bytes, "1G", 0, 16384 * G,
+             "Disk one binding's HOME may hold (data and metadata, reflinked data counted in "
+             "full): the HOME becomes a btrfs subvolume with a quota group limit before the "
+             "binding's first job (an existing directory is moved in with reflinks); at the "
+             "bound a write fails with \"Disk quota exceeded\". Needs a btrfs shell.disk_size "
+             "image. 0: no bound but shell.disk_size's."),
+        SIZE("shell.workspace_disk", shell_workspace_disk_bytes, "2G", 0, 16384 * G,
+             "Disk one workspace (the first two levels of a job's cwd below shell.home, which "
+             "several bindings may share) may hold, as shell.binding_disk for a HOME. 0: no "
+             "bound but shell.disk_size's."),
         SIZE("shell.max_output", shell_max_output, "64M", 64 * K, 16 * G,
              "Output one job may write to its output.log (the rest is dropped, with a line "
              "saying so on a terminal), and a stdio job to its stderr.log."),

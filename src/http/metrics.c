@@ -465,6 +465,7 @@ static void render_shell(struct strbuf *sb)
             [STATS_SHELL_OUTPUT] = "output",
             [STATS_SHELL_SYSCALL] = "syscall",
             [STATS_SHELL_TOO_MANY_JOBS] = "too_many_jobs",
+            [STATS_SHELL_DISK] = "disk",
         };
         static const char *const routes[STATS_SHELL_SNAPSHOTS] = {"save", "restore"};
         struct shell_figures *f = m.shared ? (struct shell_figures *)&m.shared->shell : NULL;
@@ -473,7 +474,8 @@ static void render_shell(struct strbuf *sb)
         render_shell_jobs(sb, f);
         header(sb, "lockbox_shell_limits_total", "counter",
                "Limits shell jobs met, by limit (memory: processes killed by shell.memory; "
-               "too_many_jobs: runs refused).");
+               "too_many_jobs: runs refused; disk: jobs that ended with their HOME or "
+               "workspace at its bound).");
         for (size_t i = 0; i < STATS_SHELL_LIMITS; i++)
                 strbuf_appendf(sb, "lockbox_shell_limits_total{limit=\"%s\"} %lu\n", limits[i],
                                get(&f->limits[i]));

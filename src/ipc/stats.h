@@ -24,6 +24,7 @@ enum stats_shell_limit {
         STATS_SHELL_OUTPUT,        /* output.log reached shell.max_output */
         STATS_SHELL_SYSCALL,       /* ended for a forbidden system call */
         STATS_SHELL_TOO_MANY_JOBS, /* a run refused: shell.max_jobs alive */
+        STATS_SHELL_DISK,          /* a job ended with its HOME or workspace at its bound */
         STATS_SHELL_LIMITS,
 };
 enum stats_shell_snapshot { STATS_SHELL_SAVE, STATS_SHELL_RESTORE, STATS_SHELL_SNAPSHOTS };

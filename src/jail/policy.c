@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/fs.h>
@@ -1446,6 +1447,37 @@ int policy_build_snapshot(struct policy_prog *ret)
                 if (nr >= 0)
                         r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
         }
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
+                int nr = seccomp_syscall_resolve_name(kill_names[i]);
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
+        }
+        if (r >= 0)
+                r = export_prog(ctx, ret);
+        seccomp_release(ctx);
+        return r;
+}
+
+/* The subvolume worker's (src/shell/subvol.c): the snapshot worker's
+ * list, and what copying a tree into a subvolume adds: FICLONE (no other
+ * ioctl) and fifos (mknodat, S_IFIFO only). */
+int policy_build_subvol(struct policy_prog *ret)
+{
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+        if (!ctx)
+                return -ENOMEM;
+        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(snapshot_names); i++) {
+                int nr = seccomp_syscall_resolve_name(snapshot_names[i]);
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+        }
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                     SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffff, (uint64_t)FICLONE));
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknodat), 1,
+                                     SCMP_A2_32(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFIFO));
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
                 int nr = seccomp_syscall_resolve_name(kill_names[i]);
                 if (nr >= 0)

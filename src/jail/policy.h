@@ -63,6 +63,9 @@ enum policy_action policy_shell_lookup(const char *name);
 /* The HOME snapshot worker's: files, its pipe and report socket, memory;
  * nothing else (ENOSYS), the runs' kill list kills it. */
 int policy_build_snapshot(struct policy_prog *ret);
+/* The shell's subvolume worker's: the snapshot worker's, with FICLONE
+ * (the only ioctl) and fifos. */
+int policy_build_subvol(struct policy_prog *ret);
 /* The Python zygote's (inherited by its children): no exec. */
 int policy_build_zygote(struct policy_prog *ret);
 void policy_prog_free(struct policy_prog *p);

@@ -1,9 +1,14 @@
-/* shell.home on a file system of its own (shell.disk_size): an ext4 image
+/* shell.home on a file system of its own (shell.disk_size): an image
  * under shell.state_dir, attached to a loop device and mounted at
  * shell.home, so whatever jobs write there (every binding's HOME and
  * workspace) can never fill the host's disk: at the bound a write fails
- * with ENOSPC. Made once (mkfs.ext4, sparse), mounted again at the next
- * start, or found still mounted after a crash. */
+ * with ENOSPC. Made once (sparse), mounted again at the next start, or
+ * found still mounted after a crash.
+ *
+ * A new image is btrfs, with quota groups on, so that a HOME or a
+ * workspace can be bounded too (subvol.c); an ext4 image an earlier
+ * version made is mounted as it is (its type read from its superblock),
+ * without per-binding bounds. */
 #include "shell/disk.h"
 
 #include <dirent.h>
@@ -18,7 +23,6 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,29 +32,78 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "config/config.h"
+#include "shell/subvol.h"
 
 #define MKFS_TIMEOUT_MS 120000
+#define MIXED_BELOW (1LL << 30) /* btrfs's advice: mixed block groups below 1 GiB */
+#define MKFS_BTRFS "/sbin/mkfs.btrfs"
+#define MKFS_EXT4 "/sbin/mkfs.ext4"
 
 static void image_path(const struct config *cfg, char *buf, size_t len)
 {
         snprintf(buf, len, "%s/home.img", cfg->shell_state_dir);
 }
 
-/* The loop device mounted at home, if its backing file is img: 1, else 0. */
+/* mountinfo's escapes (\ooo for space, tab, newline, backslash) undone in
+ * place. */
+static void unescape(char *p)
+{
+        char *o = p;
+        for (; *p; p++, o++) {
+                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+                    p[3] >= '0' && p[3] <= '7') {
+                        *o = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+                        p += 3;
+                } else {
+                        *o = *p;
+                }
+        }
+        *o = '\0';
+}
+
+/* The loop device of the top mount at home (its source in mountinfo,
+ * /dev/loopN: a btrfs mount's st_dev is an anonymous device, not the
+ * loop device's): N, or -1. */
+static int home_loop(const char *home)
+{
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return -1;
+        char *line = NULL;
+        size_t cap = 0;
+        int found = -1;
+        while (getline(&line, &cap, f) > 0) {
+                char mnt[4096], src[4096];
+                const char *dash = strstr(line, " - ");
+                unsigned n;
+                char tail;
+                if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+                    sscanf(dash + 3, "%*s %4095s", src) != 1)
+                        continue;
+                unescape(mnt);
+                if (strcmp(mnt, home) != 0)
+                        continue;
+                /* the last one at home is the top one */
+                found = sscanf(src, "/dev/loop%u%c", &n, &tail) == 1 ? (int)n : -1;
+        }
+        free(line);
+        fclose(f);
+        return found;
+}
+
+/* The loop device mounted at home, if its backing file is img: N, else
+ * -1. */
 static int mounted_from(const char *home, const char *img)
 {
-        struct stat st;
         char path[128], backing[4096] = "";
-        if (stat(home, &st) < 0)
-                return 0;
-        if (major(st.st_dev) != 7) /* not a loop device */
-                return 0;
-        snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_dev),
-                 minor(st.st_dev));
-        ssize_t n = file_read_buf(path, backing, sizeof(backing));
-        while (n > 0 && backing[n - 1] == '\n')
-                backing[--n] = '\0';
-        return n > 0 && strcmp(backing, img) == 0;
+        int n = home_loop(home);
+        if (n < 0)
+                return -1;
+        snprintf(path, sizeof(path), "/sys/block/loop%d/loop/backing_file", n);
+        ssize_t len = file_read_buf(path, backing, sizeof(backing));
+        while (len > 0 && backing[len - 1] == '\n')
+                backing[--len] = '\0';
+        return len > 0 && strcmp(backing, img) == 0 ? n : -1;
 }
 
 /* Only lost+found, or nothing: what an image may be mounted over. */
@@ -69,6 +122,17 @@ static bool empty_dir(const char *dir)
         return empty;
 }
 
+/* The image's file system, from its superblock: "btrfs" (magic
+ * "_BHRfS_M" at 64 KiB + 0x40) or "ext4" (0xEF53 at 0x438). */
+static const char *image_type(int fd)
+{
+        char magic[8];
+        if (pread(fd, magic, sizeof(magic), 0x10040) == (ssize_t)sizeof(magic) &&
+            memcmp(magic, "_BHRfS_M", 8) == 0)
+                return "btrfs";
+        return "ext4";
+}
+
 static int make_image(const struct config *cfg, const char *img, char *err, size_t errlen)
 {
         _cleanup_close_ int fd = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -79,6 +143,17 @@ static int make_image(const struct config *cfg, const char *img, char *err, size
         }
         char owner[64];
         snprintf(owner, sizeof(owner), "root_owner=%d:%d", cfg->shell_uid, cfg->shell_uid);
+        /* btrfs: one copy of metadata (the image is a file: DUP would
+         * only double its cost); below 1 GiB (mkfs.btrfs refuses less
+         * than about 110 MiB otherwise) data and metadata share block
+         * groups. Without btrfs-progs, ext4 as before. */
+        bool btrfs = access(MKFS_BTRFS, X_OK) == 0;
+        bool mixed = cfg->shell_disk_bytes < MIXED_BELOW;
+        const char *tool = btrfs ? "mkfs.btrfs" : "mkfs.ext4";
+        if (!btrfs)
+                log_warn(NULL, "shell.disk_no_btrfs",
+                         "tool=%s image=%s: making ext4, without per-binding bounds", MKFS_BTRFS,
+                         log_q(img));
         pid_t pid = fork();
         if (pid < 0)
                 return -errno;
@@ -91,8 +166,15 @@ static int make_image(const struct config *cfg, const char *img, char *err, size
                 sigset_t none;
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
-                execl("/sbin/mkfs.ext4", "mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner, "-L",
-                      "lockbox-home", img, (char *)NULL);
+                if (btrfs && mixed)
+                        execl(MKFS_BTRFS, tool, "-q", "-f", "-M", "-m", "single", "-d", "single",
+                              "-L", "lockbox-home", img, (char *)NULL);
+                else if (btrfs)
+                        execl(MKFS_BTRFS, tool, "-q", "-f", "-m", "single", "-d", "single", "-L",
+                              "lockbox-home", img, (char *)NULL);
+                else
+                        execl(MKFS_EXT4, tool, "-q", "-F", "-m", "0", "-E", owner, "-L",
+                              "lockbox-home", img, (char *)NULL);
                 _exit(127);
         }
         int status = 0;
@@ -106,13 +188,13 @@ static int make_image(const struct config *cfg, const char *img, char *err, size
                 poll(NULL, 0, 20);
         }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                snprintf(err, errlen, "mkfs.ext4 %s failed (status %d; is e2fsprogs installed?)",
-                         img, status);
+                snprintf(err, errlen, "%s %s failed (status %d; is %s installed?)", tool, img,
+                         status, btrfs ? "btrfs-progs" : "e2fsprogs");
                 unlink(img);
                 return -EIO;
         }
-        log_info(NULL, "shell.disk_made", "image=%s bytes=%lld", log_q(img),
-                 (long long)cfg->shell_disk_bytes);
+        log_info(NULL, "shell.disk_made", "image=%s bytes=%lld type=%s", log_q(img),
+                 (long long)cfg->shell_disk_bytes, btrfs ? "btrfs" : "ext4");
         return 0;
 }
 
@@ -122,6 +204,7 @@ static int make_image(const struct config *cfg, const char *img, char *err, size
  * given); any other error with a message in err. */
 static int loop_try(const char *dev, int file, const char *home, char *err, size_t errlen)
 {
+        const char *type = image_type(file);
         _cleanup_close_ int loop = open(dev, O_RDWR | O_CLOEXEC);
         if (loop < 0)
                 return -errno;
@@ -132,7 +215,7 @@ static int loop_try(const char *dev, int file, const char *home, char *err, size
                 snprintf(err, errlen, "%s: LOOP_CONFIGURE: %s", dev, strerror(errno));
                 return -errno;
         }
-        if (mount(dev, home, "ext4", MS_NOSUID | MS_NODEV, "") < 0) {
+        if (mount(dev, home, type, MS_NOSUID | MS_NODEV, "") < 0) {
                 int e = errno;
                 ioctl(loop, LOOP_CLR_FD, 0);
                 snprintf(err, errlen, "mount %s on %s: %s", dev, home, strerror(e));
@@ -205,16 +288,56 @@ static int mount_image(const char *img, const char *home, char *err, size_t errl
         return loop_unusable(r) ? -ENODEV : r;
 }
 
+/* A btrfs home: its top owned by shell.uid (mkfs.btrfs has no
+ * root_owner), quota groups on, stale quota groups gone. Per-binding
+ * bounds asked of an ext4 home are said once to be off. */
+static int home_ready(const struct config *cfg, char *err, size_t errlen)
+{
+        bool bounds = cfg->shell_binding_disk_bytes || cfg->shell_workspace_disk_bytes;
+        _cleanup_close_ int fd = open(cfg->shell_home, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+                snprintf(err, errlen, "%s: %s", cfg->shell_home, strerror(errno));
+                return -errno;
+        }
+        if (!subvol_fs(fd)) {
+                if (bounds)
+                        log_warn(NULL, "shell.disk_bounds_off",
+                                 "home=%s: shell.binding_disk and shell.workspace_disk need a "
+                                 "btrfs image; this one is ext4 (docs/DEPLOY.md says how to "
+                                 "move to btrfs)",
+                                 log_q(cfg->shell_home));
+                return 0;
+        }
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_uid == 0 &&
+            fchown(fd, (uid_t)cfg->shell_uid, (gid_t)cfg->shell_uid) < 0) {
+                snprintf(err, errlen, "%s: chown: %s", cfg->shell_home, strerror(errno));
+                return -errno;
+        }
+        if (!bounds)
+                return 0; /* quota groups cost at every commit: on only when used */
+        int r = subvol_quota_enable(fd);
+        if (r < 0) {
+                snprintf(err, errlen, "%s: enabling btrfs quotas: %s", cfg->shell_home,
+                         strerror(-r));
+                return r;
+        }
+        r = subvol_sweep(fd);
+        if (r > 0)
+                log_info(NULL, "shell.disk_qgroups_swept", "removed=%d", r);
+        return 0;
+}
+
 int shell_disk_mount(const struct config *cfg, char *err, size_t errlen)
 {
         char img[4096];
         if (cfg->shell_disk_bytes == 0)
                 return 0;
         image_path(cfg, img, sizeof(img));
-        if (mounted_from(cfg->shell_home, img)) {
+        if (mounted_from(cfg->shell_home, img) >= 0) {
                 log_info(NULL, "shell.disk_mounted", "image=%s home=%s already=true", log_q(img),
                          log_q(cfg->shell_home));
-                return 0;
+                return home_ready(cfg, err, errlen);
         }
         if (!empty_dir(cfg->shell_home)) {
                 snprintf(err, errlen,
@@ -229,7 +352,7 @@ int shell_disk_mount(const struct config *cfg, char *err, size_t errlen)
         if (r == 0)
                 log_info(NULL, "shell.disk_mounted", "image=%s home=%s", log_q(img),
                          log_q(cfg->shell_home));
-        return r;
+        return r == 0 ? home_ready(cfg, err, errlen) : r;
 }
 
 /* At stop the last job's mount namespace may still be going (the kernel
@@ -239,13 +362,13 @@ int shell_disk_mount(const struct config *cfg, char *err, size_t errlen)
 void shell_disk_unmount(const struct config *cfg)
 {
         char img[4096], dev[32];
-        struct stat st;
         if (cfg->shell_disk_bytes == 0)
                 return;
         image_path(cfg, img, sizeof(img));
-        if (!mounted_from(cfg->shell_home, img) || stat(cfg->shell_home, &st) < 0)
+        int n = mounted_from(cfg->shell_home, img);
+        if (n < 0)
                 return;
-        snprintf(dev, sizeof(dev), "/dev/loop%u", minor(st.st_dev));
+        snprintf(dev, sizeof(dev), "/dev/loop%d", n);
         int r = -1;
         for (int i = 0; i < 100 && (r = umount2(cfg->shell_home, 0)) < 0 && errno == EBUSY; i++)
                 poll(NULL, 0, 20);
@@ -263,7 +386,7 @@ void shell_disk_unmount(const struct config *cfg)
          * kernel lets it go with the last user: waited for, up to 2 s, so
          * a stop leaves no device attached */
         char backing[128];
-        snprintf(backing, sizeof(backing), "/sys/block/loop%u/loop/backing_file", minor(st.st_dev));
+        snprintf(backing, sizeof(backing), "/sys/block/loop%d/loop/backing_file", n);
         for (int i = 0; i < 100 && access(backing, F_OK) == 0; i++)
                 poll(NULL, 0, 20);
 }

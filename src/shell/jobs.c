@@ -45,6 +45,7 @@
 #include "shell/snapshot.h"
 #include "shell/stats.h"
 #include "shell/store.h"
+#include "shell/subvol.h"
 #include "shell/window.h"
 
 #define POLL_FIRST_MS 5
@@ -52,6 +53,7 @@
 #define GC_EVERY_MS 1000
 #define TIMEOUT_GRACE_MS 10000 /* shell.job_timeout: interrupt, then this, then kill */
 #define NOFILE 4096
+#define CONVERT_TIMEOUT_MS 10000 /* a tree moved into its subvolume (the jailer waits) */
 
 /* pidfd_send_signal to the process group of the pidfd's process (Linux
  * 6.9); older headers lack it */
@@ -155,6 +157,8 @@ struct job {
         bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
         char *home;        /* its HOME (another binding's workspace may not hold it) */
+        char *ws;          /* its workspace, or NULL (none, or adopted: not known) */
+        bool adopted;      /* from the last lockboxd's table */
         struct binding *b;
         unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
@@ -194,12 +198,17 @@ struct shell {
         size_t n_ro_paths;
         int64_t next_gc_ms;
         unsigned next_binding;
-        bool kept;   /* jobs left running at stop: the disk stays mounted */
-        pid_t *keep; /* their keepers and inits, which the jailer leaves at exit */
+        bool bounds;                 /* shell.home is lockbox's btrfs image: trees bounded */
+        struct policy_prog subvol_f; /* the subvolume worker's filter (bounds) */
+        bool kept;                   /* jobs left running at stop: the disk stays mounted */
+        pid_t *keep;                 /* their keepers and inits, which the jailer leaves at exit */
         size_t n_keep;
 };
 
 /* ---- small pieces ------------------------------------------------------ */
+
+static int under_home(const char *home, const char *path, const char **ret_rel);
+static int open_beneath(int dirfd, const char *rel, int flags);
 
 static int64_t now_s(void)
 {
@@ -597,6 +606,7 @@ static void job_close(struct job *j)
         safe_close(j->dirfd);
         cgroup_run_free(j->cg);
         free(j->home);
+        free(j->ws);
         free(j);
 }
 
@@ -648,6 +658,35 @@ static void check_oom(struct job *j)
         j->oom_seen = st.oom_kills;
 }
 
+/* At a job's end: its HOME or workspace at its bound (shell.binding_disk,
+ * shell.workspace_disk), where its writes failed with EDQUOT, said in its
+ * output as the memory limit is. */
+static void check_disk(struct job *j)
+{
+        struct shell *sh = j->sh;
+        if (!sh->bounds)
+                return;
+        const char *trees[] = {j->home, j->ws};
+        const char *what[] = {"HOME", "workspace"};
+        const int64_t limit[] = {sh->cfg->shell_binding_disk_bytes,
+                                 sh->cfg->shell_workspace_disk_bytes};
+        const char *setting[] = {"shell.binding_disk", "shell.workspace_disk"};
+        for (size_t i = 0; i < 2; i++) {
+                const char *rel;
+                if (!trees[i] || limit[i] <= 0 ||
+                    under_home(sh->cfg->shell_home, trees[i], &rel) < 0 || strcmp(rel, ".") == 0)
+                        continue;
+                _cleanup_close_ int fd = open_beneath(sh->home_fd, rel, O_RDONLY | O_DIRECTORY);
+                if (fd < 0 || !subvol_full(fd))
+                        continue;
+                verdict(j,
+                        "the job's %s %s is full: its disk bound (%s, %lld MiB) was reached; "
+                        "writes there fail with \"Disk quota exceeded\"",
+                        what[i], trees[i], setting[i], (long long)(limit[i] >> 20));
+                shell_stats_limit(STATS_SHELL_DISK);
+        }
+}
+
 /* ---- keeper events ----------------------------------------------------- */
 
 static void on_keeper_msg(void *data, uint32_t events)
@@ -694,6 +733,7 @@ static void on_keeper_msg(void *data, uint32_t events)
         }
         case KEEPER_EXITED:
                 check_oom(j);
+                check_disk(j);
                 if (!j->has_exit) { /* also for a job terminated meanwhile */
                         j->has_exit = true;
                         j->exit_code = m.code;
@@ -1027,6 +1067,91 @@ static const char *other_home(const struct shell *sh, const char *key, const cha
         return NULL;
 }
 
+/* The job, or what it left running, may still have its mounts of its
+ * HOME and workspace: running, or processes left in its group; without
+ * cgroups, while its binding lives. */
+static bool job_holds_trees(const struct job *j)
+{
+        if (!terminal(j))
+                return true;
+        if (j->cg)
+                return cgroup_run_count(j->cg) > 0;
+        return j->b && j->b->pidfd >= 0;
+}
+
+/* A tree (HOME or workspace) a job of the table holds (above) as its own,
+ * or holds one, or lies in one: moving it into a subvolume would leave
+ * that job on the old tree. Control jobs' shell.home aside; a workspace
+ * of a job adopted from the last lockboxd is not known: while one lives,
+ * no workspace is converted. */
+static bool tree_in_use(const struct shell *sh, const char *path, bool workspace)
+{
+        for (const struct job *j = sh->jobs; j; j = j->next) {
+                if (!job_holds_trees(j))
+                        continue;
+                if (j->home && strcmp(j->home, sh->cfg->shell_home) != 0 &&
+                    (within(path, j->home) || within(j->home, path)))
+                        return true;
+                if (j->ws && (within(path, j->ws) || within(j->ws, path)))
+                        return true;
+                if (workspace && j->adopted)
+                        return true;
+        }
+        return false;
+}
+
+/* The tree path (rel beneath shell.home) bounded to limit bytes (its
+ * setting named by what): a subvolume already has its limit set again
+ * (the setting may have changed); a directory is converted (subvol.c),
+ * unless in use; then it stays unbounded this time, said in the log. */
+static int bound_tree(struct shell *sh, const char *path, const char *rel, int64_t limit,
+                      const char *what, char *why, size_t whylen)
+{
+        if (!sh->bounds || limit <= 0 || strcmp(rel, ".") == 0)
+                return 0;
+        _cleanup_close_ int fd = open_beneath(sh->home_fd, rel, O_RDONLY | O_DIRECTORY);
+        if (fd < 0)
+                return 0; /* the caller says what is wrong with it */
+        if (subvol_is(fd)) {
+                int r = subvol_limit_ensure(fd, (uint64_t)limit);
+                if (r < 0)
+                        log_warn(NULL, "shell.subvol_limit_failed", "tree=%s error=%s", log_q(path),
+                                 log_q(strerror(-r)));
+                return 0;
+        }
+        if (tree_in_use(sh, path, strcmp(what, "shell.workspace_disk") == 0)) {
+                log_warn(NULL, "shell.subvol_in_use", "tree=%s: in use, left unbounded (%s)",
+                         log_q(path), what);
+                return 0;
+        }
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof(parent), "%s", rel);
+        char *slash = strrchr(parent, '/');
+        const char *name = slash ? slash + 1 : rel;
+        if (slash)
+                *slash = '\0';
+        _cleanup_close_ int pfd =
+            open_beneath(sh->home_fd, slash ? parent : ".", O_RDONLY | O_DIRECTORY);
+        if (pfd < 0)
+                return 0;
+        struct subvol_conv cv = {.parent_fd = pfd,
+                                 .name = name,
+                                 .home = sh->cfg->shell_home,
+                                 .uid = (uid_t)sh->cfg->shell_uid,
+                                 .limit = (uint64_t)limit,
+                                 .timeout_ms = CONVERT_TIMEOUT_MS,
+                                 .filter = &sh->subvol_f};
+        char err[300] = "";
+        int r = subvol_convert(&cv, err, sizeof(err));
+        if (r < 0) {
+                snprintf(why, whylen, "cannot bound %s to %s (%lld bytes): %s", path, what,
+                         (long long)limit, err);
+                log_warn(NULL, "shell.subvol_convert_failed", "tree=%s error=%s", log_q(path),
+                         log_q(err));
+        }
+        return r;
+}
+
 static int job_paths(struct shell *sh, struct run_text *t, const char *session,
                      struct jail_view_rw *rw, size_t *n_rw, char *why, size_t whylen)
 {
@@ -1073,6 +1198,9 @@ static int job_paths(struct shell *sh, struct run_text *t, const char *session,
                          t->cwd);
                 return cwd_fd;
         }
+        if ((r = bound_tree(sh, t->home, rel_home, sh->cfg->shell_binding_disk_bytes,
+                            "shell.binding_disk", why, whylen)) < 0)
+                return r;
         int home_fd = detached(sh, rel_home);
         if (home_fd < 0) {
                 snprintf(why, whylen, "HOME is not a directory: %s", t->home);
@@ -1110,6 +1238,9 @@ static int job_paths(struct shell *sh, struct run_text *t, const char *session,
         }
         const char *rel_ws;
         under_home(home, ws, &rel_ws);
+        if ((r = bound_tree(sh, ws, rel_ws, sh->cfg->shell_workspace_disk_bytes,
+                            "shell.workspace_disk", why, whylen)) < 0)
+                return r;
         int ws_fd = detached(sh, rel_ws);
         if (ws_fd < 0) {
                 snprintf(why, whylen, "workspace is not a directory: %s", ws);
@@ -1462,6 +1593,8 @@ static void do_run(struct call *c, int blobfd)
         if ((r = job_paths(sh, &t, c->req.session_id, rw, &n_rw, why, sizeof(why))) < 0) {
                 if (strncmp(why, "HOME must", 9) == 0)
                         reply_error(c, 422, "validation_error", "%s", why);
+                else if (strncmp(why, "cannot bound", 12) == 0)
+                        reply_error(c, 500, "disk_bound_failed", "%s", why);
                 else
                         reply_error(c, 400, "invalid_cwd", "%s",
                                     *why ? why : "cwd is not a directory");
@@ -1509,6 +1642,8 @@ static void do_run(struct call *c, int blobfd)
                 j->serial = j->b->serial;
         }
         if (r == 0 && !(j->home = strdup(t.home)))
+                r = -ENOMEM;
+        if (r == 0 && n_rw == 2 && !(j->ws = strdup(rw[1].path)))
                 r = -ENOMEM;
         if (r == 0) {
                 set_status(j, SHELL_STARTING);
@@ -2050,6 +2185,7 @@ static void adopt_job(const struct store_job *row, void *data)
                           .sock = -1,
                           .keeper_gone = true,
                           .serial = row->binding,
+                          .adopted = true,
                           .home = strdup(row->home)};
         memcpy(j->id, row->id, SHELL_JOB_ID_LEN);
         j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -2262,6 +2398,12 @@ int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t 
                 r = -errno;
                 what = "open";
         }
+        if (r == 0 && cfg->shell_disk_bytes > 0 && subvol_fs(sh->home_fd) &&
+            (cfg->shell_binding_disk_bytes > 0 || cfg->shell_workspace_disk_bytes > 0)) {
+                sh->bounds = true;
+                if ((r = policy_build_subvol(&sh->subvol_f)) < 0)
+                        what = "the subvolume worker's syscall filter";
+        }
         if (r == 0) {
                 struct policy_shell_opts po = {.network = d->net_mode != SHELL_NET_NONE,
                                                .extra = cfg->allowed_syscalls,
@@ -2315,6 +2457,7 @@ struct shell *shell_free(struct shell *sh)
         while (sh->calls)
                 call_free(sh->calls);
         policy_prog_free(&sh->filter);
+        policy_prog_free(&sh->subvol_f);
         safe_close(sh->home_fd);
         if (!sh->kept)
                 shell_disk_unmount(sh->cfg);

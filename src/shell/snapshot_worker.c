@@ -355,15 +355,93 @@ static int tree_remove(int dfd, const char *name, unsigned depth)
         return r;
 }
 
+static int copy_in(int src, int dst, const char *name, const struct stat *st, unsigned depth);
+
 /* src/name into dst/name (absent there). Moving a directory to another
- * parent needs write access to it: lent for the rename. */
+ * parent needs write access to it: lent for the rename. Into another
+ * btrfs subvolume (a bounded HOME or workspace, shell.binding_disk) a
+ * rename fails with EXDEV: copied then, as mv does. */
 static int move_in(int src, int dst, const char *name, const struct stat *st)
 {
         bool lend = S_ISDIR(st->st_mode) && !(st->st_mode & S_IWUSR);
         if (lend && fchmodat(src, name, (st->st_mode & 07777) | S_IWUSR, 0) < 0)
                 return -errno;
         int r = renameat(src, name, dst, name) < 0 ? -errno : 0;
+        if (r == -EXDEV)
+                return copy_in(src, dst, name, st, 0);
         if (lend && fchmodat(r == 0 ? dst : src, name, st->st_mode & 07777, 0) < 0 && r == 0)
+                r = -errno;
+        return r;
+}
+
+static int copy_file_in(int src, int dst, const char *name, const struct stat *st)
+{
+        _cleanup_close_ int in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int out =
+            in < 0 ? -1
+                   : openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (in < 0 || out < 0)
+                return -errno;
+        char buf[IO_CHUNK];
+        for (ssize_t n; (n = read(in, buf, sizeof(buf))) != 0;) {
+                if (n < 0)
+                        return -errno;
+                for (ssize_t done = 0; done < n;) {
+                        ssize_t w = write(out, buf + done, (size_t)(n - done));
+                        if (w < 0)
+                                return -errno;
+                        done += w;
+                }
+        }
+        return 0;
+}
+
+/* src/name copied to dst/name (absent there), its mode and times kept
+ * (the staging tree, which goes anyway, is left as it is). Only what
+ * the archive may hold: directories, regular files, symlinks. */
+static int copy_in(int src, int dst, const char *name, const struct stat *st, unsigned depth)
+{
+        struct timespec times[2] = {st->st_atim, st->st_mtim};
+        int r = 0;
+        if (S_ISLNK(st->st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = '\0';
+                return symlinkat(target, dst, name) < 0 ? -errno : 0;
+        }
+        if (S_ISREG(st->st_mode))
+                r = copy_file_in(src, dst, name, st);
+        else if (!S_ISDIR(st->st_mode))
+                return -EINVAL;
+        else if (depth + 1 >= DEPTH_MAX)
+                return -ELOOP;
+        else if (mkdirat(dst, name, 0700) < 0)
+                return -errno;
+        else {
+                _cleanup_close_ int a =
+                    openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int b =
+                    openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int fd = a < 0 || b < 0 ? -1 : openat(a, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                DIR *d = fd < 0 ? NULL : fdopendir(fd);
+                if (!d) {
+                        safe_close(fd);
+                        return -errno;
+                }
+                for (struct dirent *de; r == 0 && (de = readdir(d));) {
+                        struct stat s;
+                        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                                continue;
+                        r = fstatat(a, de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0
+                                ? -errno
+                                : copy_in(a, b, de->d_name, &s, depth + 1);
+                }
+                closedir(d);
+        }
+        if (r == 0 && (fchmodat(dst, name, st->st_mode & 07777, 0) < 0 ||
+                       utimensat(dst, name, times, AT_SYMLINK_NOFOLLOW) < 0))
                 r = -errno;
         return r;
 }
@@ -413,7 +491,10 @@ static int merge_one(struct merge *m, int src, int dst, const char *name, unsign
 
 static int merge_dir(struct merge *m, int src, int dst, unsigned depth)
 {
-        int fd = fcntl(src, F_DUPFD_CLOEXEC, 3);
+        /* opened again, not duplicated: btrfs lists only the entries a
+         * directory had when its file was opened, and the staging
+         * directory was opened before the archive was unpacked in it */
+        int fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = fd < 0 ? NULL : fdopendir(fd);
         if (!d) {
                 safe_close(fd);

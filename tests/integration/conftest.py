@@ -610,12 +610,14 @@ class ShellDaemon(Daemon):
 
     # The mount checks (here and in the attack suite) compare the host's
     # lockbox mounts with those before the start. Other suites' shell
-    # daemons mount their shell.home (ext4 on a loop device) at any time:
-    # such a mount outside this daemon's directory counts as there before.
+    # daemons mount their shell.home (btrfs, or ext4 made by an older
+    # version, on a loop device) at any time: such a mount outside this
+    # daemon's directory counts as there before.
     @property
     def mounts_before(self):
         foreign = {m for m in lockbox_mounts()
-                   if " - ext4 /dev/loop" in m and not m.split()[4].startswith(self.root + "/")}
+                   if (" - btrfs /dev/loop" in m or " - ext4 /dev/loop" in m)
+                   and not m.split()[4].startswith(self.root + "/")}
         return self._mounts_before | foreign
 
     @mounts_before.setter

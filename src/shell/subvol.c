@@ -1,0 +1,601 @@
+/* Per-binding disk bounds: shell.home's btrfs image (disk.c) has quota
+ * groups on; a HOME (shell.binding_disk) or a workspace
+ * (shell.workspace_disk) is a subvolume whose quota group has a limit on
+ * referenced bytes, so a job writing past it gets EDQUOT ("Disk quota
+ * exceeded"), however the data came there (reflinked extents count in
+ * full). Jobs can make no subvolume and touch no quota (the job filter
+ * allows no btrfs ioctl but FICLONE and FICLONERANGE).
+ *
+ * A tree that exists as a plain directory (Dify's control scripts make
+ * HOMEs with mkdir and cp -a) is converted: root makes a new subvolume
+ * beside it, under a name of its own, and sets its limit; a worker forked
+ * for it, as shell.uid in namespaces of its own, Landlock confining it to
+ * shell.home and a syscall allowlist (policy_build_subvol), copies the
+ * tree in with reflinks (metadata only, never following a symlink),
+ * exchanges the two (renameat2 RENAME_EXCHANGE) and removes the old tree.
+ * Root only ever makes, limits and destroys the subvolume it named; the
+ * tree written by jobs is walked by the worker alone. */
+#include "shell/subvol.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/fd.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "jail/jail.h"
+#include "jail/landlock.h"
+
+#define TMP_PREFIX ".lockbox-subvol-"
+#define DEPTH_MAX 256
+#define WORKER_NOFILE 1024
+#define LINKS_MAX 65536 /* hard-linked files remembered (beyond: copied apart) */
+
+bool subvol_fs(int fd)
+{
+        struct statfs sf;
+        return fstatfs(fd, &sf) == 0 && sf.f_type == BTRFS_SUPER_MAGIC;
+}
+
+bool subvol_is(int fd)
+{
+        struct stat st;
+        return subvol_fs(fd) && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+               st.st_ino == BTRFS_FIRST_FREE_OBJECTID;
+}
+
+int subvol_quota_enable(int fd)
+{
+        struct btrfs_ioctl_quota_ctl_args a = {.cmd = BTRFS_QUOTA_CTL_ENABLE};
+        return ioctl(fd, BTRFS_IOC_QUOTA_CTL, &a) < 0 ? -errno : 0;
+}
+
+int subvol_limit(int fd, uint64_t bytes)
+{
+        /* qgroupid 0: the subvolume fd lies in */
+        struct btrfs_ioctl_qgroup_limit_args a = {
+            .lim = {.flags = BTRFS_QGROUP_LIMIT_MAX_RFER,
+                    .max_rfer = bytes ? bytes : (uint64_t)-1}};
+        return ioctl(fd, BTRFS_IOC_QGROUP_LIMIT, &a) < 0 ? -errno : 0;
+}
+
+static uint64_t sys_u64(const char *dir, const char *name)
+{
+        char path[256], buf[32];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        ssize_t n = file_read_buf(path, buf, sizeof(buf));
+        return n > 0 ? strtoull(buf, NULL, 10) : 0;
+}
+
+/* /sys/fs/btrfs/<fsid>/qgroups/0_<id> of the subvolume whose root is
+ * fd: 0, or -1. */
+static int qgroup_dir(int fd, char *dir, size_t len)
+{
+        struct btrfs_ioctl_fs_info_args fi = {0};
+        struct btrfs_ioctl_ino_lookup_args il = {.objectid = BTRFS_FIRST_FREE_OBJECTID};
+        if (!subvol_is(fd) || ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0 ||
+            ioctl(fd, BTRFS_IOC_INO_LOOKUP, &il) < 0)
+                return -1;
+        int n = snprintf(dir, len, "/sys/fs/btrfs/");
+        for (int i = 0; i < BTRFS_FSID_SIZE; i++)
+                n += snprintf(dir + n, len - (size_t)n, "%s%02x",
+                              i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", fi.fsid[i]);
+        snprintf(dir + n, len - (size_t)n, "/qgroups/0_%llu", (unsigned long long)il.treeid);
+        return 0;
+}
+
+int subvol_limit_ensure(int fd, uint64_t bytes)
+{
+        char dir[160];
+        if (qgroup_dir(fd, dir, sizeof(dir)) == 0 && sys_u64(dir, "max_referenced") == bytes)
+                return 0;
+        return subvol_limit(fd, bytes);
+}
+
+bool subvol_full(int fd)
+{
+        char dir[160];
+        if (qgroup_dir(fd, dir, sizeof(dir)) < 0)
+                return false;
+        uint64_t max = sys_u64(dir, "max_referenced");
+        if (max == 0 || max == (uint64_t)-1)
+                return false;
+        uint64_t used = sys_u64(dir, "referenced") + sys_u64(dir, "rsv_data") +
+                        sys_u64(dir, "rsv_meta_pertrans") + sys_u64(dir, "rsv_meta_prealloc");
+        return used + max / 32 >= max;
+}
+
+/* One search of tree for items of type between objectid lo..hi: the
+ * number found (at most a buffer's worth), their headers walked by fn. */
+static int search(int fd, uint64_t tree, uint64_t lo, uint64_t hi, uint32_t type, uint64_t off_lo,
+                  uint64_t off_hi, struct btrfs_ioctl_search_args *a)
+{
+        memset(a, 0, sizeof(*a));
+        a->key = (struct btrfs_ioctl_search_key){.tree_id = tree,
+                                                 .min_objectid = lo,
+                                                 .max_objectid = hi,
+                                                 .min_type = type,
+                                                 .max_type = type,
+                                                 .min_offset = off_lo,
+                                                 .max_offset = off_hi,
+                                                 .max_transid = (uint64_t)-1,
+                                                 .nr_items = 4096};
+        return ioctl(fd, BTRFS_IOC_TREE_SEARCH, a) < 0 ? -errno : (int)a->key.nr_items;
+}
+
+static bool root_exists(int fd, uint64_t id)
+{
+        static struct btrfs_ioctl_search_args a;
+        int n =
+            search(fd, BTRFS_ROOT_TREE_OBJECTID, id, id, BTRFS_ROOT_ITEM_KEY, 0, (uint64_t)-1, &a);
+        return n != 0; /* an error counts as there: nothing is removed on doubt */
+}
+
+int subvol_sweep(int fd)
+{
+        static struct btrfs_ioctl_search_args a;
+        uint64_t next = BTRFS_FIRST_FREE_OBJECTID;
+        int removed = 0;
+        for (;;) {
+                /* level-0 quota groups (a subvolume's): key (0, INFO, id) */
+                int n = search(fd, BTRFS_QUOTA_TREE_OBJECTID, 0, 0, BTRFS_QGROUP_INFO_KEY, next,
+                               (1ULL << 48) - 1, &a);
+                if (n < 0)
+                        return n == -ENOENT ? removed : n; /* quotas off */
+                if (n == 0)
+                        return removed;
+                size_t at = 0;
+                for (int i = 0; i < n; i++) {
+                        struct btrfs_ioctl_search_header h;
+                        memcpy(&h, a.buf + at, sizeof(h));
+                        at += sizeof(h) + h.len;
+                        next = h.offset + 1;
+                        if (h.offset < BTRFS_FIRST_FREE_OBJECTID || root_exists(fd, h.offset))
+                                continue;
+                        struct btrfs_ioctl_qgroup_create_args c = {.create = 0,
+                                                                   .qgroupid = h.offset};
+                        if (ioctl(fd, BTRFS_IOC_QGROUP_CREATE, &c) == 0)
+                                removed++;
+                }
+                if (next == 0 || next >= (1ULL << 48))
+                        return removed;
+        }
+}
+
+/* ---- the worker (as shell.uid) --------------------------------------------- */
+
+struct link_seen {
+        ino_t ino;
+        char *path; /* relative to the new tree's root */
+};
+
+struct copy {
+        int dst_root;
+        dev_t dev; /* the tree's: another (a nested subvolume, a mount) is refused */
+        char path[PATH_MAX];
+        struct link_seen *links;
+        size_t n_links;
+        char msg[256];
+        char buf[65536];
+};
+
+_printf_(2, 3) static int cfail(struct copy *c, const char *fmt, ...)
+{
+        if (!c->msg[0]) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+                va_end(ap);
+        }
+        return -1;
+}
+
+static int copy_data(struct copy *c, int in, int out)
+{
+        if (ioctl(out, FICLONE, in) == 0)
+                return 0;
+        for (;;) {
+                ssize_t n = read(in, c->buf, sizeof(c->buf));
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return 0;
+                for (ssize_t done = 0; done < n;) {
+                        ssize_t w = write(out, c->buf + done, (size_t)(n - done));
+                        if (w < 0)
+                                return -errno;
+                        done += w;
+                }
+        }
+}
+
+static int copy_file(struct copy *c, int src, int dst, const char *name, const struct stat *st)
+{
+        int flags = O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
+        _cleanup_close_ int in = openat(src, name, flags);
+        /* the owner may have taken its own read right away: lent (the
+         * old tree goes anyway) */
+        if (in < 0 && errno == EACCES &&
+            fchmodat(src, name, (st->st_mode & 07777) | S_IRUSR, 0) == 0)
+                in = openat(src, name, flags);
+        if (in < 0)
+                return cfail(c, "%s: %s", c->path, strerror(errno));
+        _cleanup_close_ int out =
+            openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (out < 0)
+                return cfail(c, "%s: %s", c->path, strerror(errno));
+        int r = copy_data(c, in, out);
+        if (r < 0)
+                return cfail(c, "%s: %s", c->path, strerror(-r));
+        if (fchmod(out, st->st_mode & 07777) < 0 ||
+            futimens(out, (struct timespec[]){st->st_atim, st->st_mtim}) < 0)
+                return cfail(c, "%s: %s", c->path, strerror(errno));
+        return 0;
+}
+
+static int copy_dir(struct copy *c, int src, int dst, size_t plen, unsigned depth);
+
+/* src/name to dst/name; c->path holds its path, plen its length. */
+static int copy_one(struct copy *c, int src, int dst, const char *name, size_t plen, unsigned depth)
+{
+        struct stat st;
+        if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : cfail(c, "%s: %s", c->path, strerror(errno));
+        if (st.st_dev != c->dev)
+                return cfail(c, "%s is another subvolume or a mount", c->path);
+        struct timespec times[2] = {st.st_atim, st.st_mtim};
+        if (S_ISDIR(st.st_mode)) {
+                if (depth + 1 >= DEPTH_MAX)
+                        return cfail(c, "%s: more than %d levels", c->path, DEPTH_MAX);
+                /* lent, as a file's read right below */
+                if ((st.st_mode & 0700) != 0700 &&
+                    fchmodat(src, name, (st.st_mode & 07777) | 0700, 0) < 0)
+                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                if (mkdirat(dst, name, 0700) < 0)
+                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                int a = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int b =
+                    openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (a < 0 || b < 0) {
+                        safe_close(a);
+                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                }
+                if (copy_dir(c, a, b, plen, depth + 1) < 0)
+                        return -1;
+                if (fchmod(b, st.st_mode & 07777) < 0 || futimens(b, times) < 0)
+                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                return 0;
+        }
+        if (S_ISLNK(st.st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                target[n] = '\0';
+                if (symlinkat(target, dst, name) < 0 ||
+                    utimensat(dst, name, times, AT_SYMLINK_NOFOLLOW) < 0)
+                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                return 0;
+        }
+        if (S_ISFIFO(st.st_mode)) {
+                if (mkfifoat(dst, name, 0600) < 0 ||
+                    fchmodat(dst, name, st.st_mode & 07777, 0) < 0 ||
+                    utimensat(dst, name, times, AT_SYMLINK_NOFOLLOW) < 0)
+                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                return 0;
+        }
+        if (!S_ISREG(st.st_mode))
+                return 0; /* sockets (nothing listens there any more), devices */
+        if (st.st_nlink > 1) {
+                for (size_t i = 0; i < c->n_links; i++)
+                        if (c->links[i].ino == st.st_ino) {
+                                if (linkat(c->dst_root, c->links[i].path, dst, name, 0) < 0)
+                                        return cfail(c, "%s: %s", c->path, strerror(errno));
+                                return 0;
+                        }
+        }
+        if (copy_file(c, src, dst, name, &st) < 0)
+                return -1;
+        if (st.st_nlink > 1 && c->n_links < LINKS_MAX) {
+                if (c->n_links % 64 == 0) {
+                        struct link_seen *l =
+                            realloc(c->links, (c->n_links + 64) * sizeof(*c->links));
+                        if (!l)
+                                return cfail(c, "out of memory");
+                        c->links = l;
+                }
+                char *p = strdup(c->path);
+                if (!p)
+                        return cfail(c, "out of memory");
+                c->links[c->n_links++] = (struct link_seen){.ino = st.st_ino, .path = p};
+        }
+        return 0;
+}
+
+/* src (taken) to dst: the directory at c->path[0, plen). */
+static int copy_dir(struct copy *c, int src, int dst, size_t plen, unsigned depth)
+{
+        DIR *d = fdopendir(src);
+        if (!d) {
+                close(src);
+                return cfail(c, "%s: %s", plen ? c->path : ".", strerror(errno));
+        }
+        int r = 0;
+        for (struct dirent *de; r == 0 && (errno = 0, de = readdir(d));) {
+                const char *name = de->d_name;
+                if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+                        continue;
+                size_t n = strlen(name), at = plen ? plen + 1 : 0;
+                if (at + n >= sizeof(c->path)) {
+                        r = cfail(c, "a path is longer than %d bytes", PATH_MAX);
+                        break;
+                }
+                if (plen)
+                        c->path[plen] = '/';
+                memcpy(c->path + at, name, n + 1);
+                r = copy_one(c, dirfd(d), dst, name, at + n, depth);
+                c->path[plen] = '\0';
+        }
+        if (r == 0 && errno)
+                r = cfail(c, "listing %s: %s", plen ? c->path : ".", strerror(errno));
+        closedir(d);
+        return r;
+}
+
+/* Remove dfd/name, whatever it is, never following a symlink. */
+static int tree_remove(int dfd, const char *name, unsigned depth)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+        if (depth >= DEPTH_MAX)
+                return -ELOOP;
+        if ((st.st_mode & 0700) != 0700 && fchmodat(dfd, name, 0700, 0) < 0)
+                return -errno;
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        int r = 0;
+        for (struct dirent *de; r == 0 && (de = readdir(d));)
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        r = tree_remove(dirfd(d), de->d_name, depth + 1);
+        closedir(d);
+        if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
+                r = -errno;
+        return r;
+}
+
+static int lock_down(const struct subvol_conv *cv, int dst, int report, const char **step)
+{
+        int keep[] = {cv->parent_fd, dst, report};
+        int r;
+        *step = "pdeathsig";
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
+            prctl(PR_SET_NAME, "lockbox-subvol", 0, 0, 0) < 0)
+                return -errno;
+        *step = "signals";
+        if ((r = jail_signals_reset()) < 0)
+                return r;
+        fd_close_all_except(0, keep, ELEMENTSOF(keep));
+        *step = "mount namespace";
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return -errno;
+        *step = "rlimits";
+        if (setrlimit(RLIMIT_NOFILE, &(struct rlimit){WORKER_NOFILE, WORKER_NOFILE}) < 0 ||
+            setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}) < 0)
+                return -errno;
+        *step = "identity";
+        if ((r = jail_identity_drop(cv->uid, cv->uid)) < 0)
+                return r;
+        *step = "landlock";
+        const char *rw[] = {cv->home};
+        r = landlock_restrict_paths(rw, 1, NULL, 0, NULL, 0, true);
+        if (r < 0 && r != -EOPNOTSUPP)
+                return r;
+        *step = "seccomp";
+        int listener = policy_load(cv->filter);
+        if (listener < 0)
+                return listener;
+        close(listener);
+        return 0;
+}
+
+static _Noreturn void worker(const struct subvol_conv *cv, const char *tmp, int dst, int report)
+{
+        static struct copy c;
+        const char *step = "";
+        int r = lock_down(cv, dst, report, &step);
+        if (r < 0) {
+                cfail(&c, "worker: %s: %s", step, strerror(-r));
+                goto out;
+        }
+        struct stat st;
+        int src = openat(cv->parent_fd, cv->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0 || fstat(src, &st) < 0) {
+                cfail(&c, "%s", strerror(errno));
+                safe_close(src);
+                goto out;
+        }
+        c.dst_root = dst;
+        c.dev = st.st_dev;
+        if (copy_dir(&c, src, dst, 0, 0) < 0)
+                goto out;
+        if (fchmod(dst, st.st_mode & 07777) < 0 ||
+            futimens(dst, (struct timespec[]){st.st_atim, st.st_mtim}) < 0 ||
+            renameat2(cv->parent_fd, tmp, cv->parent_fd, cv->name, RENAME_EXCHANGE) < 0) {
+                cfail(&c, "%s", strerror(errno));
+                goto out;
+        }
+        /* now tmp names the old tree */
+        r = tree_remove(cv->parent_fd, tmp, 0);
+        if (r < 0)
+                cfail(&c, "removing the old tree: %s", strerror(-r));
+out:
+        if (c.msg[0])
+                RETRY_EINTR(write(report, c.msg, strlen(c.msg)));
+        _exit(c.msg[0] ? 1 : 0);
+}
+
+/* ---- root's side --------------------------------------------------------- */
+
+static int tmp_name(char *buf, size_t len)
+{
+        uint8_t rnd[8];
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+                return -EIO;
+        int n = snprintf(buf, len, TMP_PREFIX);
+        for (size_t i = 0; i < sizeof(rnd); i++)
+                n += snprintf(buf + n, len - (size_t)n, "%02x", rnd[i]);
+        return 0;
+}
+
+static int make_subvol(int parent, const char *name)
+{
+        struct btrfs_ioctl_vol_args a = {0};
+        snprintf(a.name, sizeof(a.name), "%s", name);
+        return ioctl(parent, BTRFS_IOC_SUBVOL_CREATE, &a) < 0 ? -errno : 0;
+}
+
+static void destroy_subvol(int parent, const char *name)
+{
+        struct btrfs_ioctl_vol_args a = {0};
+        snprintf(a.name, sizeof(a.name), "%s", name);
+        if (ioctl(parent, BTRFS_IOC_SNAP_DESTROY, &a) < 0)
+                log_warn(NULL, "shell.subvol_destroy_failed", "name=%s error=%s", log_q(name),
+                         log_q(strerror(errno)));
+}
+
+/* Wait for the worker until deadline (monotonic ms); killed past it. */
+static int wait_worker(pid_t pid, int pidfd, int64_t deadline, bool *timed_out)
+{
+        int status = 0;
+        for (;;) {
+                int64_t left = deadline - monotonic_ms();
+                struct pollfd p = {.fd = pidfd, .events = POLLIN};
+                if (left <= 0 || RETRY_EINTR(poll(&p, 1, (int)left)) == 0) {
+                        *timed_out = true;
+                        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                        waitpid(pid, &status, 0);
+                        return status;
+                }
+                if (waitpid(pid, &status, WNOHANG) == pid)
+                        return status;
+        }
+}
+
+int subvol_convert(const struct subvol_conv *cv, char *err, size_t errlen)
+{
+        char tmp[64];
+        int r = tmp_name(tmp, sizeof(tmp));
+        if (r == 0)
+                r = make_subvol(cv->parent_fd, tmp);
+        if (r < 0) {
+                snprintf(err, errlen, "making a subvolume: %s", strerror(-r));
+                return r;
+        }
+        int64_t t0 = monotonic_ms();
+        struct stat made;
+        _cleanup_close_ int dst =
+            openat(cv->parent_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int report_r = -1, report_w = -1;
+        int pipefd[2];
+        if (dst < 0 || fstat(dst, &made) < 0 || fchown(dst, cv->uid, cv->uid) < 0 ||
+            pipe2(pipefd, O_CLOEXEC) < 0)
+                r = -errno;
+        else if (!subvol_is(dst))
+                r = -EIO; /* not what was made: another's in between */
+        if (r < 0) {
+                snprintf(err, errlen, "setting up the subvolume: %s", strerror(-r));
+                destroy_subvol(cv->parent_fd, tmp);
+                return r;
+        }
+        report_r = pipefd[0];
+        report_w = pipefd[1];
+        int pidfd = -1;
+        struct clone_args args = {
+            .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_PIDFD,
+            .pidfd = (uint64_t)(uintptr_t)&pidfd,
+            .exit_signal = SIGCHLD,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid < 0) {
+                r = -errno;
+                snprintf(err, errlen, "starting the worker: %s", strerror(-r));
+                destroy_subvol(cv->parent_fd, tmp);
+                return r;
+        }
+        if (pid == 0)
+                worker(cv, tmp, dst, report_w);
+        report_w = safe_close(report_w);
+        bool timed_out = false;
+        int status = wait_worker(pid, pidfd, t0 + cv->timeout_ms, &timed_out);
+        safe_close(pidfd);
+        char msg[256] = "";
+        ssize_t n = read(report_r, msg, sizeof(msg) - 1);
+        msg[n > 0 ? n : 0] = '\0';
+        /* swapped in: the name now holds the subvolume made above */
+        struct stat now;
+        _cleanup_close_ int at =
+            openat(cv->parent_fd, cv->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        bool swapped = at >= 0 && fstat(at, &now) == 0 && now.st_dev == made.st_dev &&
+                       now.st_ino == made.st_ino;
+        if (swapped) {
+                /* the limit only now: what the tree held is moved in
+                 * whole, even past its bound (then its jobs' writes fail
+                 * until they remove some) */
+                r = subvol_limit(dst, cv->limit);
+                if (r < 0)
+                        log_warn(NULL, "shell.subvol_limit_failed", "name=%s error=%s",
+                                 log_q(cv->name), log_q(strerror(-r)));
+                /* no commit asked for here (BTRFS_IOC_START_SYNC blocks
+                 * while other writers hold the transaction): the moved
+                 * tree counts from the kernel's next one (30 s at most) */
+                if (msg[0] || timed_out) /* the old tree left in part */
+                        log_warn(NULL, "shell.subvol_leftover", "name=%s error=%s", log_q(tmp),
+                                 log_q(timed_out ? "timed out" : msg));
+                log_info(NULL, "shell.subvol_converted", "name=%s limit=%llu ms=%lld",
+                         log_q(cv->name), (unsigned long long)cv->limit,
+                         (long long)(monotonic_ms() - t0));
+                return 0;
+        }
+        destroy_subvol(cv->parent_fd, tmp);
+        if (timed_out)
+                snprintf(err, errlen, "moving the tree in took longer than %d ms", cv->timeout_ms);
+        else
+                snprintf(err, errlen, "%s",
+                         msg[0]                ? msg
+                         : WIFSIGNALED(status) ? "the worker was killed"
+                                               : "failed");
+        return timed_out ? -ETIMEDOUT : -EIO;
+}

@@ -1,0 +1,50 @@
+/* Per-binding disk bounds (see subvol.c): a HOME or a workspace under
+ * shell.home made a btrfs subvolume with a quota group limit. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "jail/policy.h"
+
+/* fd lies on btrfs. */
+bool subvol_fs(int fd);
+/* fd (a directory) is the root of a subvolume. */
+bool subvol_is(int fd);
+/* Quota groups on for the file system of fd (once; again is a no-op):
+ * 0 or -errno. */
+int subvol_quota_enable(int fd);
+/* The referenced-bytes limit of the subvolume whose root is fd (0: none):
+ * 0 or -errno. */
+int subvol_limit(int fd, uint64_t bytes);
+/* As subvol_limit, unless the limit is already that (read in sysfs: no
+ * transaction joined, which may wait for a commit). */
+int subvol_limit_ensure(int fd, uint64_t bytes);
+/* The subvolume whose root is fd is at its limit (referenced and
+ * reserved bytes within 1/32 of it): a write there fails with EDQUOT.
+ * From /sys/fs/btrfs/<fsid>/qgroups; false when anything is unknown. */
+bool subvol_full(int fd);
+/* Quota groups of subvolumes that are gone, on the file system of fd,
+ * removed: how many, or -errno. */
+int subvol_sweep(int fd);
+
+struct subvol_conv {
+        int parent_fd;    /* the tree's parent directory, O_RDONLY, opened without a symlink */
+        const char *name; /* the tree's name in it (one component) */
+        const char *home; /* shell.home: all the worker may touch (Landlock) */
+        uid_t uid;        /* shell.uid */
+        uint64_t limit;   /* bytes */
+        int timeout_ms;
+        const struct policy_prog *filter; /* policy_build_subvol */
+};
+
+/* Make parent/name a subvolume limited to c->limit: a new one beside it
+ * (root makes it), the tree copied in with reflinks, swapped in and the
+ * old tree removed by a jailed worker as shell.uid (root never walks the
+ * tree), then the limit set (root, on the subvolume it holds): a tree
+ * already past its bound is moved whole and stays past it. Synchronous,
+ * bounded by c->timeout_ms. 0, or -errno with err saying why; the tree is
+ * then left as it was. */
+int subvol_convert(const struct subvol_conv *c, char *err, size_t errlen);
