@@ -44,7 +44,16 @@ struct subvol_conv {
  * (root makes it), the tree copied in with reflinks, swapped in and the
  * old tree removed by a jailed worker as shell.uid (root never walks the
  * tree), then the limit set (root, on the subvolume it holds): a tree
- * already past its bound is moved whole and stays past it. Synchronous,
- * bounded by c->timeout_ms. 0, or -errno with err saying why; the tree is
- * then left as it was. */
-int subvol_convert(const struct subvol_conv *c, char *err, size_t errlen);
+ * already past its bound is moved whole and stays past it.
+ *
+ * Asynchronous, in two calls: subvol_convert_start starts the worker (0
+ * and *ret, or -errno with err saying why); once the worker's pidfd
+ * (subvol_pending_fd) is readable, or once c->timeout_ms passed (kill:
+ * the worker is killed first), subvol_convert_finish does the rest and
+ * frees *ret: 0, or -errno with err saying why (the tree is then left as
+ * it was). */
+struct subvol_pending;
+int subvol_convert_start(const struct subvol_conv *c, struct subvol_pending **ret, char *err,
+                         size_t errlen);
+int subvol_pending_fd(const struct subvol_pending *p);
+int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen);

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import uuid
 
 import pytest
@@ -186,6 +187,66 @@ cmp blob "$OLDPWD/blob" && echo same
     # the deleted subvolumes' quota groups go with them
     groups, subs = qgroups(sh)
     assert groups == subs | {"0/5"}, (groups, subs)
+
+
+def subvol_workers(d):
+    """Pids of the daemon's tree movers (comm lockbox-subvol, the jobs' UID)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/status") as f:
+                uid = int([line for line in f if line.startswith("Uid:")][0].split()[1])
+        except (OSError, IndexError):
+            continue
+        if comm == "lockbox-subvol" and uid == d.shell_uid:
+            found.append(int(pid))
+    return found
+
+
+def test_a_conversion_never_stalls_other_calls(sh):
+    """A HOME of 20,000 files made by a control script is moved into its
+    subvolume by a worker while the run that needs it waits. With the
+    worker stopped, the jailer still answers: a list, another binding's
+    job; a second run of the same HOME waits too. Once the worker goes
+    on, both runs start and see every file, in the subvolume."""
+    h = home(sh)
+    r, out = run(sh, f"mkdir -p {h}/many && cd {h}/many && seq 20000 | xargs touch && "
+                     "ls | wc -l", deadline=120)
+    assert (r["exit_code"], out) == (0, "20000\n"), (r, out)
+    results = {}
+
+    def bound_run(key):
+        c = sh.shell_client()
+        results[key] = c.run_to_end("ls many | wc -l", env={"HOME": h}, mode="stdio",
+                                    deadline=scaled(120))
+
+    first = threading.Thread(target=bound_run, args=("first",))
+    first.start()
+    stopped = []
+    try:
+        def caught():
+            for pid in subvol_workers(sh):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            assert stopped, "no tree mover seen"
+        eventually(caught, scaled(20))
+        second = threading.Thread(target=bound_run, args=("second",))
+        second.start()
+        assert sh.shell_client().list() is not None
+        r, out = run(sh, "echo other", h=home(sh))
+        assert (r["exit_code"], out) == (0, "other\n"), (r, out)
+        assert not results, results  # both still wait for the tree
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    first.join(scaled(120))
+    second.join(scaled(120))
+    for key in ("first", "second"):
+        r, out = results[key]
+        assert (r["exit_code"], out) == (0, "20000\n"), (key, r, out)
+    assert is_subvolume(h)
 
 
 def test_the_bound_holds_after_a_restart(sh):
