@@ -79,8 +79,9 @@ RUN apt-get update \
 # operators who run no shell jobs (the step is then a no-op). The tools a
 # job's PATH finds in the reference image: Debian's packages, pip in
 # python3-pip above, npm (Debian's, for Node.js 18) and pnpm from npm
-# (PNPM_VERSION: 10.x is the last line that runs on Node.js 18), e2fsprogs
-# for shell.disk_size. uv is not installed: Debian 12 has no package of it
+# (PNPM_VERSION: 10.x is the last line that runs on Node.js 18),
+# btrfs-progs for shell.disk_size (e2fsprogs for an ext4 image an earlier
+# version made). uv is not installed: Debian 12 has no package of it
 # and it is not on npm (docs/DEPLOY.md). NPM_REGISTRY: a mirror of the npm
 # registry; NPM_CA_PEM: PEM certificates npm trusts besides the system's
 # for that one install (a TLS-intercepting proxy), not kept in the image.
@@ -92,7 +93,7 @@ RUN if [ "$SHELL_TOOLS" = 1 ]; then \
         apt-get update \
      && apt-get install -y --no-install-recommends \
             bash ca-certificates curl file git iproute2 jq less openssh-client \
-            procps ripgrep unzip xz-utils zip python3-venv npm e2fsprogs \
+            procps ripgrep unzip xz-utils zip python3-venv npm btrfs-progs e2fsprogs \
      && rm -rf /var/lib/apt/lists/* \
      && cat /etc/ssl/certs/ca-certificates.crt > /tmp/npm-ca.pem \
      && printf '%s\n' "$NPM_CA_PEM" >> /tmp/npm-ca.pem \

@@ -53,7 +53,7 @@
 #define GC_EVERY_MS 1000
 #define TIMEOUT_GRACE_MS 10000 /* shell.job_timeout: interrupt, then this, then kill */
 #define NOFILE 4096
-#define CONVERT_TIMEOUT_MS 10000 /* a tree moved into its subvolume (the jailer waits) */
+#define CONVERT_TIMEOUT_MS 10000 /* a tree moved into its subvolume (its run waits) */
 
 /* pidfd_send_signal to the process group of the pidfd's process (Linux
  * 6.9); older headers lack it */
@@ -165,7 +165,24 @@ struct job {
         struct watch w_sock, w_keeper;
 };
 
-enum call_state { CALL_READ, CALL_WAIT, CALL_TERMINATE, CALL_DONE };
+/* CALL_CONVERT: a run waiting for a tree of its job to be moved into
+ * its subvolume (then the run starts over) */
+enum call_state { CALL_READ, CALL_WAIT, CALL_TERMINATE, CALL_CONVERT, CALL_DONE };
+
+/* A tree (HOME or workspace) being moved into a subvolume of its own by
+ * subvol.c's worker, on the loop; the runs that need it wait. Kept while
+ * a run waits, so each learns how it ended. */
+struct conversion {
+        struct conversion *next;
+        struct shell *sh;
+        char path[PATH_MAX];
+        struct subvol_pending *p; /* NULL once over */
+        struct watch w;
+        int64_t deadline_ms;
+        int result; /* once over: 0, or -errno with err */
+        char err[300];
+        unsigned waiters;
+};
 
 struct call {
         struct call *next;
@@ -177,7 +194,9 @@ struct call {
         int64_t deadline_ms, next_ms, poll_ms, last_growth_ms;
         uint64_t last_size;
         bool saw_output;
-        bool delete_after; /* a forced DELETE waiting for its terminate */
+        bool delete_after;       /* a forced DELETE waiting for its terminate */
+        int blobfd;              /* CALL_CONVERT: the run's request, for its start over */
+        struct conversion *conv; /* CALL_CONVERT: what it waits for */
 };
 
 struct shell {
@@ -194,6 +213,7 @@ struct shell {
         struct job *jobs;
         struct binding *bindings;
         struct call *calls;
+        struct conversion *conversions;
         char **ro_paths; /* the view's read-only binds */
         size_t n_ro_paths;
         int64_t next_gc_ms;
@@ -1070,20 +1090,28 @@ static const char *other_home(const struct shell *sh, const char *key, const cha
         return NULL;
 }
 
-/* A tree (HOME or workspace) a job of the table has (or had, and left
- * processes running, which keep its mount of the tree) as its own, or
- * holds one, or lies in one: moving it into a subvolume would leave that
- * job on the old tree. A job ended whole holds nothing: were it counted,
- * a tree left unbounded once would stay so while its jobs are kept.
- * Control jobs' shell.home aside. The table records each job's workspace,
- * so adopted jobs' are known; only a job adopted from a table of an older
- * version has none recorded: while one lives, no workspace is converted. */
+/* The job, or what it left running, may still have its mounts of its
+ * HOME and workspace: running, or processes left in its group; without
+ * cgroups, while its binding lives. */
+static bool job_holds_trees(const struct job *j)
+{
+        if (!terminal(j))
+                return true;
+        if (j->cg)
+                return cgroup_run_count(j->cg) > 0;
+        return j->b && j->b->pidfd >= 0;
+}
+
+/* A tree (HOME or workspace) a job of the table holds (above) as its own,
+ * or holds one, or lies in one: moving it into a subvolume would leave
+ * that job on the old tree. Control jobs' shell.home aside. The table
+ * records each job's workspace, so adopted jobs' are known; only a job
+ * adopted from a table of an older version has none recorded: while one
+ * holds its trees, no workspace is converted. */
 static bool tree_in_use(const struct shell *sh, const char *path, bool workspace)
 {
         for (const struct job *j = sh->jobs; j; j = j->next) {
-                /* ended with nothing left running (as a binding's
-                 * liveness counts it): its mounts of the trees are gone */
-                if (terminal(j) && j->keeper_gone && (!j->cg || cgroup_run_count(j->cg) <= 0))
+                if (!job_holds_trees(j))
                         continue;
                 if (j->home && strcmp(j->home, sh->cfg->shell_home) != 0 &&
                     (within(path, j->home) || within(j->home, path)))
@@ -1096,12 +1124,69 @@ static bool tree_in_use(const struct shell *sh, const char *path, bool workspace
         return false;
 }
 
+/* ---- trees moved into subvolumes ------------------------------------- */
+
+static struct conversion *conversion_find(struct shell *sh, const char *path)
+{
+        for (struct conversion *cv = sh->conversions; cv; cv = cv->next)
+                if (within(path, cv->path) || within(cv->path, path))
+                        return cv;
+        return NULL;
+}
+
+static void conversion_release(struct conversion *cv)
+{
+        if (cv->p || cv->waiters)
+                return;
+        struct shell *sh = cv->sh;
+        for (struct conversion **q = &sh->conversions; *q; q = &(*q)->next)
+                if (*q == cv) {
+                        *q = cv->next;
+                        break;
+                }
+        free(cv);
+}
+
+static void do_run(struct call *c, int blobfd);
+
+/* The worker is done (or, kill, out of time): how it went is kept for
+ * the runs waiting, which start over now. */
+static void conversion_end(struct conversion *cv, bool kill)
+{
+        struct shell *sh = cv->sh;
+        loop_unwatch(sh->loop, subvol_pending_fd(cv->p));
+        cv->result = subvol_convert_finish(cv->p, kill, cv->err, sizeof(cv->err));
+        cv->p = NULL;
+        if (cv->result < 0)
+                log_warn(NULL, "shell.subvol_convert_failed", "tree=%s error=%s", log_q(cv->path),
+                         log_q(cv->err));
+        for (struct call *c = sh->calls; c; c = c->next) {
+                if (c->state != CALL_CONVERT || c->conv != cv)
+                        continue;
+                int fd = c->blobfd;
+                c->blobfd = -1;
+                c->conv = NULL;
+                cv->waiters--;
+                c->state = CALL_READ;
+                do_run(c, fd);
+                safe_close(fd);
+        }
+        conversion_release(cv);
+}
+
+static void on_conversion_exit(void *data, uint32_t events)
+{
+        conversion_end(data, false);
+}
+
 /* The tree path (rel beneath shell.home) bounded to limit bytes (its
  * setting named by what): a subvolume already has its limit set again
- * (the setting may have changed, or be 0: no limit); a directory is converted (subvol.c),
- * unless in use; then it stays unbounded this time, said in the log. */
+ * (the setting may have changed, or be 0: no limit); a directory is moved
+ * into one (subvol.c) unless in use (then it stays unbounded this time,
+ * said in the log): -EINPROGRESS and *ret_conv, the conversion the run
+ * waits for (also one of a tree holding or held by this one). */
 static int bound_tree(struct shell *sh, const char *path, const char *rel, int64_t limit,
-                      const char *what, char *why, size_t whylen)
+                      const char *what, char *why, size_t whylen, struct conversion **ret_conv)
 {
         if (!sh->bounds || strcmp(rel, ".") == 0)
                 return 0;
@@ -1111,7 +1196,7 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
         if (subvol_is(fd)) {
                 /* 0 (the setting turned off): the limit an earlier start
                  * set is removed */
-                int r = subvol_limit(fd, limit > 0 ? (uint64_t)limit : 0);
+                int r = subvol_limit_ensure(fd, limit > 0 ? (uint64_t)limit : 0);
                 if (r < 0)
                         log_warn(NULL, "shell.subvol_limit_failed", "tree=%s error=%s", log_q(path),
                                  log_q(strerror(-r)));
@@ -1119,6 +1204,16 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
         }
         if (limit <= 0)
                 return 0;
+        struct conversion *cv = conversion_find(sh, path);
+        if (cv && cv->p) {
+                *ret_conv = cv;
+                return -EINPROGRESS;
+        }
+        if (cv && strcmp(cv->path, path) == 0 && cv->result < 0) {
+                snprintf(why, whylen, "cannot bound %s to %s (%lld bytes): %s", path, what,
+                         (long long)limit, cv->err);
+                return cv->result;
+        }
         if (tree_in_use(sh, path, strcmp(what, "shell.workspace_disk") == 0)) {
                 log_warn(NULL, "shell.subvol_in_use", "tree=%s: in use, left unbounded (%s)",
                          log_q(path), what);
@@ -1134,26 +1229,46 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
             open_beneath(sh->home_fd, slash ? parent : ".", O_RDONLY | O_DIRECTORY);
         if (pfd < 0)
                 return 0;
-        struct subvol_conv cv = {.parent_fd = pfd,
-                                 .name = name,
-                                 .home = sh->cfg->shell_home,
-                                 .uid = (uid_t)sh->cfg->shell_uid,
-                                 .limit = (uint64_t)limit,
-                                 .timeout_ms = CONVERT_TIMEOUT_MS,
-                                 .filter = &sh->subvol_f};
+        struct subvol_conv conv = {.parent_fd = pfd,
+                                   .name = name,
+                                   .home = sh->cfg->shell_home,
+                                   .uid = (uid_t)sh->cfg->shell_uid,
+                                   .limit = (uint64_t)limit,
+                                   .timeout_ms = CONVERT_TIMEOUT_MS,
+                                   .filter = &sh->subvol_f};
         char err[300] = "";
-        int r = subvol_convert(&cv, err, sizeof(err));
-        if (r < 0) {
-                snprintf(why, whylen, "cannot bound %s to %s (%lld bytes): %s", path, what,
-                         (long long)limit, err);
-                log_warn(NULL, "shell.subvol_convert_failed", "tree=%s error=%s", log_q(path),
-                         log_q(err));
+        struct subvol_pending *p = NULL;
+        int r = (cv = calloc(1, sizeof(*cv))) ? subvol_convert_start(&conv, &p, err, sizeof(err))
+                                              : -ENOMEM;
+        if (r == 0) {
+                *cv = (struct conversion){
+                    .sh = sh, .p = p, .deadline_ms = monotonic_ms() + CONVERT_TIMEOUT_MS};
+                snprintf(cv->path, sizeof(cv->path), "%s", path);
+                cv->w = (struct watch){.fn = on_conversion_exit, .data = cv};
+                r = loop_watch(sh->loop, subvol_pending_fd(p), &cv->w);
+                cv->next = sh->conversions;
+                sh->conversions = cv;
+                if (r < 0) { /* no watch: ended at once */
+                        conversion_end(cv, true);
+                        snprintf(err, sizeof(err), "watching its worker: %s", strerror(-r));
+                } else {
+                        *ret_conv = cv;
+                        return -EINPROGRESS;
+                }
+        } else {
+                free(cv);
+                if (!err[0])
+                        snprintf(err, sizeof(err), "%s", strerror(-r));
         }
+        snprintf(why, whylen, "cannot bound %s to %s (%lld bytes): %s", path, what,
+                 (long long)limit, err);
+        log_warn(NULL, "shell.subvol_convert_failed", "tree=%s error=%s", log_q(path), log_q(err));
         return r;
 }
 
 static int job_paths(struct shell *sh, struct run_text *t, const char *session,
-                     struct jail_view_rw *rw, size_t *n_rw, char *why, size_t whylen)
+                     struct jail_view_rw *rw, size_t *n_rw, char *why, size_t whylen,
+                     struct conversion **conv)
 {
         const char *home = sh->cfg->shell_home, *rel_home, *rel_cwd;
         if (!t->home[0])
@@ -1199,7 +1314,7 @@ static int job_paths(struct shell *sh, struct run_text *t, const char *session,
                 return cwd_fd;
         }
         if ((r = bound_tree(sh, t->home, rel_home, sh->cfg->shell_binding_disk_bytes,
-                            "shell.binding_disk", why, whylen)) < 0)
+                            "shell.binding_disk", why, whylen, conv)) < 0)
                 return r;
         int home_fd = detached(sh, rel_home);
         if (home_fd < 0) {
@@ -1239,7 +1354,7 @@ static int job_paths(struct shell *sh, struct run_text *t, const char *session,
         const char *rel_ws;
         under_home(home, ws, &rel_ws);
         if ((r = bound_tree(sh, ws, rel_ws, sh->cfg->shell_workspace_disk_bytes,
-                            "shell.workspace_disk", why, whylen)) < 0)
+                            "shell.workspace_disk", why, whylen, conv)) < 0)
                 return r;
         int ws_fd = detached(sh, rel_ws);
         if (ws_fd < 0) {
@@ -1590,7 +1705,20 @@ static void do_run(struct call *c, int blobfd)
                             sh->cfg->shell_max_jobs);
                 goto out;
         }
-        if ((r = job_paths(sh, &t, c->req.session_id, rw, &n_rw, why, sizeof(why))) < 0) {
+        struct conversion *conv = NULL;
+        if ((r = job_paths(sh, &t, c->req.session_id, rw, &n_rw, why, sizeof(why), &conv)) < 0) {
+                if (r == -EINPROGRESS) {
+                        /* a tree of the job is being moved into its
+                         * subvolume: the run starts over once it is */
+                        if ((c->blobfd = fcntl(blobfd, F_DUPFD_CLOEXEC, 3)) < 0) {
+                                reply_error(c, 500, "internal_error", "out of descriptors");
+                                goto out;
+                        }
+                        c->state = CALL_CONVERT;
+                        c->conv = conv;
+                        conv->waiters++;
+                        goto out;
+                }
                 if (strncmp(why, "HOME must", 9) == 0)
                         reply_error(c, 422, "validation_error", "%s", why);
                 else if (strncmp(why, "cannot bound", 12) == 0)
@@ -1827,6 +1955,11 @@ static void call_free(struct call *c)
                 }
         loop_unwatch(sh->loop, c->chan);
         safe_close(c->chan);
+        safe_close(c->blobfd);
+        if (c->conv) { /* its client left while it waited */
+                c->conv->waiters--;
+                conversion_release(c->conv);
+        }
         free(c);
 }
 
@@ -1861,7 +1994,7 @@ void shell_call(struct shell *sh, int chan)
                 safe_close(chan);
                 return;
         }
-        *c = (struct call){.sh = sh, .chan = chan, .state = CALL_READ};
+        *c = (struct call){.sh = sh, .chan = chan, .state = CALL_READ, .blobfd = -1};
         c->w = (struct watch){.fn = on_call, .data = c};
         if (loop_watch(sh->loop, chan, &c->w) < 0) {
                 safe_close(chan);
@@ -1885,6 +2018,9 @@ int shell_wait_ms(const struct shell *sh)
                 if ((c->state == CALL_WAIT || c->state == CALL_TERMINATE) && c->next_ms < next)
                         next = c->next_ms;
         }
+        for (const struct conversion *cv = sh->conversions; cv; cv = cv->next)
+                if (cv->p && cv->deadline_ms < next)
+                        next = cv->deadline_ms;
         return next <= now ? 0 : (int)(next - now);
 }
 
@@ -1963,6 +2099,11 @@ void shell_tick(struct shell *sh)
         if (!sh)
                 return;
         int64_t now = monotonic_ms();
+        for (struct conversion *cv = sh->conversions, *next; cv; cv = next) {
+                next = cv->next;
+                if (cv->p && now >= cv->deadline_ms)
+                        conversion_end(cv, true);
+        }
         for (struct call *c = sh->calls; c; c = c->next) {
                 if (c->next_ms > now)
                         continue;
@@ -2457,6 +2598,17 @@ struct shell *shell_free(struct shell *sh)
         shell_stop(sh);
         while (sh->calls)
                 call_free(sh->calls);
+        /* a tree being moved in: the worker is killed, the tree left as it
+         * was (or, swapped already, in its subvolume) */
+        for (struct conversion *cv = sh->conversions, *next; cv; cv = next) {
+                next = cv->next;
+                if (cv->p) {
+                        loop_unwatch(sh->loop, subvol_pending_fd(cv->p));
+                        subvol_convert_finish(cv->p, true, cv->err, sizeof(cv->err));
+                }
+                free(cv);
+        }
+        sh->conversions = NULL;
         policy_prog_free(&sh->filter);
         policy_prog_free(&sh->subvol_f);
         safe_close(sh->home_fd);

@@ -104,20 +104,36 @@ static uint64_t sys_u64(const char *dir, const char *name)
         return n > 0 ? strtoull(buf, NULL, 10) : 0;
 }
 
-bool subvol_full(int fd)
+/* /sys/fs/btrfs/<fsid>/qgroups/0_<id> of the subvolume whose root is
+ * fd: 0, or -1. */
+static int qgroup_dir(int fd, char *dir, size_t len)
 {
         struct btrfs_ioctl_fs_info_args fi = {0};
         struct btrfs_ioctl_ino_lookup_args il = {.objectid = BTRFS_FIRST_FREE_OBJECTID};
         if (!subvol_is(fd) || ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0 ||
             ioctl(fd, BTRFS_IOC_INO_LOOKUP, &il) < 0)
-                return false;
-        char dir[160];
-        int n = snprintf(dir, sizeof(dir), "/sys/fs/btrfs/");
+                return -1;
+        int n = snprintf(dir, len, "/sys/fs/btrfs/");
         for (int i = 0; i < BTRFS_FSID_SIZE; i++)
-                n += snprintf(dir + n, sizeof(dir) - (size_t)n, "%s%02x",
+                n += snprintf(dir + n, len - (size_t)n, "%s%02x",
                               i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", fi.fsid[i]);
-        snprintf(dir + n, sizeof(dir) - (size_t)n, "/qgroups/0_%llu",
-                 (unsigned long long)il.treeid);
+        snprintf(dir + n, len - (size_t)n, "/qgroups/0_%llu", (unsigned long long)il.treeid);
+        return 0;
+}
+
+int subvol_limit_ensure(int fd, uint64_t bytes)
+{
+        char dir[160];
+        if (qgroup_dir(fd, dir, sizeof(dir)) == 0 && sys_u64(dir, "max_referenced") == bytes)
+                return 0;
+        return subvol_limit(fd, bytes);
+}
+
+bool subvol_full(int fd)
+{
+        char dir[160];
+        if (qgroup_dir(fd, dir, sizeof(dir)) < 0)
+                return false;
         uint64_t max = sys_u64(dir, "max_referenced");
         if (max == 0 || max == (uint64_t)-1)
                 return false;
@@ -500,6 +516,7 @@ static _Noreturn void worker(const struct subvol_conv *cv, const char *tmp, int 
 {
         static struct copy c;
         const char *step = "";
+        prctl(PR_SET_NAME, "lockbox-subvol", 0, 0, 0);
         int r = lock_down(cv, dst, report, &step);
         if (r < 0) {
                 cfail(&c, "worker: %s: %s", step, strerror(-r));
@@ -569,106 +586,138 @@ static void destroy_subvol(int parent, const char *name)
 }
 
 /* Wait for the worker until deadline (monotonic ms); killed past it. */
-static int wait_worker(pid_t pid, int pidfd, int64_t deadline, bool *timed_out)
+struct subvol_pending {
+        int parent_fd; /* a copy of the caller's */
+        char name[NAME_MAX + 1];
+        char tmp[64];
+        int dst, report_r, pidfd;
+        pid_t pid;
+        struct stat made;
+        uint64_t limit;
+        int timeout_ms;
+        int64_t t0;
+};
+
+static struct subvol_pending *pending_free(struct subvol_pending *p)
 {
-        int status = 0;
-        for (;;) {
-                int64_t left = deadline - monotonic_ms();
-                struct pollfd p = {.fd = pidfd, .events = POLLIN};
-                if (left <= 0 || RETRY_EINTR(poll(&p, 1, (int)left)) == 0) {
-                        *timed_out = true;
-                        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-                        waitpid(pid, &status, 0);
-                        return status;
-                }
-                if (waitpid(pid, &status, WNOHANG) == pid)
-                        return status;
+        if (p) {
+                safe_close(p->parent_fd);
+                safe_close(p->dst);
+                safe_close(p->report_r);
+                safe_close(p->pidfd);
+                free(p);
         }
+        return NULL;
 }
 
-int subvol_convert(const struct subvol_conv *cv, char *err, size_t errlen)
+int subvol_pending_fd(const struct subvol_pending *p)
 {
-        char tmp[64];
-        int r = tmp_name(tmp, sizeof(tmp));
+        return p->pidfd;
+}
+
+int subvol_convert_start(const struct subvol_conv *cv, struct subvol_pending **ret, char *err,
+                         size_t errlen)
+{
+        struct subvol_pending *p = calloc(1, sizeof(*p));
+        if (!p || strlen(cv->name) >= sizeof(p->name)) {
+                free(p);
+                snprintf(err, errlen, "%s", p ? "name too long" : "out of memory");
+                return p ? -ENAMETOOLONG : -ENOMEM;
+        }
+        *p = (struct subvol_pending){.parent_fd = fcntl(cv->parent_fd, F_DUPFD_CLOEXEC, 3),
+                                     .dst = -1,
+                                     .report_r = -1,
+                                     .pidfd = -1,
+                                     .limit = cv->limit,
+                                     .timeout_ms = cv->timeout_ms,
+                                     .t0 = monotonic_ms()};
+        snprintf(p->name, sizeof(p->name), "%s", cv->name);
+        int r = p->parent_fd < 0 ? -errno : tmp_name(p->tmp, sizeof(p->tmp));
         if (r == 0)
-                r = make_subvol(cv->parent_fd, tmp);
+                r = make_subvol(p->parent_fd, p->tmp);
         if (r < 0) {
                 snprintf(err, errlen, "making a subvolume: %s", strerror(-r));
+                pending_free(p);
                 return r;
         }
-        int64_t t0 = monotonic_ms();
-        struct stat made;
-        _cleanup_close_ int dst =
-            openat(cv->parent_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int report_r = -1, report_w = -1;
-        int pipefd[2];
-        if (dst < 0 || fstat(dst, &made) < 0 || fchown(dst, cv->uid, cv->uid) < 0 ||
+        int pipefd[2] = {-1, -1};
+        p->dst = openat(p->parent_fd, p->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (p->dst < 0 || fstat(p->dst, &p->made) < 0 || fchown(p->dst, cv->uid, cv->uid) < 0 ||
             pipe2(pipefd, O_CLOEXEC) < 0)
                 r = -errno;
-        else if (!subvol_is(dst))
+        else if (!subvol_is(p->dst))
                 r = -EIO; /* not what was made: another's in between */
         if (r < 0) {
                 snprintf(err, errlen, "setting up the subvolume: %s", strerror(-r));
-                destroy_subvol(cv->parent_fd, tmp);
+                destroy_subvol(p->parent_fd, p->tmp);
+                pending_free(p);
                 return r;
         }
-        report_r = pipefd[0];
-        report_w = pipefd[1];
-        int pidfd = -1;
+        p->report_r = pipefd[0];
+        _cleanup_close_ int report_w = pipefd[1];
         struct clone_args args = {
             .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_PIDFD,
-            .pidfd = (uint64_t)(uintptr_t)&pidfd,
+            .pidfd = (uint64_t)(uintptr_t)&p->pidfd,
             .exit_signal = SIGCHLD,
         };
         pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
         if (pid < 0) {
                 r = -errno;
                 snprintf(err, errlen, "starting the worker: %s", strerror(-r));
-                destroy_subvol(cv->parent_fd, tmp);
+                destroy_subvol(p->parent_fd, p->tmp);
+                pending_free(p);
                 return r;
         }
         if (pid == 0)
-                worker(cv, tmp, dst, report_w);
-        report_w = safe_close(report_w);
-        bool timed_out = false;
-        int status = wait_worker(pid, pidfd, t0 + cv->timeout_ms, &timed_out);
-        safe_close(pidfd);
+                worker(cv, p->tmp, p->dst, report_w);
+        p->pid = pid;
+        *ret = p;
+        return 0;
+}
+
+int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen)
+{
+        int status = 0;
+        if (kill)
+                syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+        waitpid(p->pid, &status, 0);
         char msg[256] = "";
-        ssize_t n = read(report_r, msg, sizeof(msg) - 1);
+        ssize_t n = read(p->report_r, msg, sizeof(msg) - 1);
         msg[n > 0 ? n : 0] = '\0';
         /* swapped in: the name now holds the subvolume made above */
         struct stat now;
         _cleanup_close_ int at =
-            openat(cv->parent_fd, cv->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        bool swapped = at >= 0 && fstat(at, &now) == 0 && now.st_dev == made.st_dev &&
-                       now.st_ino == made.st_ino;
+            openat(p->parent_fd, p->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        bool swapped = at >= 0 && fstat(at, &now) == 0 && now.st_dev == p->made.st_dev &&
+                       now.st_ino == p->made.st_ino;
         if (swapped) {
                 /* the limit only now: what the tree held is moved in
                  * whole, even past its bound (then its jobs' writes fail
                  * until they remove some) */
-                r = subvol_limit(dst, cv->limit);
+                int r = subvol_limit(p->dst, p->limit);
                 if (r < 0)
                         log_warn(NULL, "shell.subvol_limit_failed", "name=%s error=%s",
-                                 log_q(cv->name), log_q(strerror(-r)));
-                /* quota groups count at a commit (every 30 s): one begun
-                 * now, not waited for, so the moved tree counts soon */
-                uint64_t transid = 0;
-                ioctl(dst, BTRFS_IOC_START_SYNC, &transid);
-                if (msg[0] || timed_out) /* the old tree left in part */
-                        log_warn(NULL, "shell.subvol_leftover", "name=%s error=%s", log_q(tmp),
-                                 log_q(timed_out ? "timed out" : msg));
+                                 log_q(p->name), log_q(strerror(-r)));
+                /* no commit asked for here (BTRFS_IOC_START_SYNC blocks
+                 * while other writers hold the transaction): the moved
+                 * tree counts from the kernel's next one (30 s at most) */
+                if (msg[0] || kill) /* the old tree left in part */
+                        log_warn(NULL, "shell.subvol_leftover", "name=%s error=%s", log_q(p->tmp),
+                                 log_q(kill ? "timed out" : msg));
                 log_info(NULL, "shell.subvol_converted", "name=%s limit=%llu ms=%lld",
-                         log_q(cv->name), (unsigned long long)cv->limit,
-                         (long long)(monotonic_ms() - t0));
+                         log_q(p->name), (unsigned long long)p->limit,
+                         (long long)(monotonic_ms() - p->t0));
+                pending_free(p);
                 return 0;
         }
-        destroy_subvol(cv->parent_fd, tmp);
-        if (timed_out)
-                snprintf(err, errlen, "moving the tree in took longer than %d ms", cv->timeout_ms);
+        destroy_subvol(p->parent_fd, p->tmp);
+        if (kill)
+                snprintf(err, errlen, "moving the tree in took longer than %d ms", p->timeout_ms);
         else
                 snprintf(err, errlen, "%s",
                          msg[0]                ? msg
                          : WIFSIGNALED(status) ? "the worker was killed"
                                                : "failed");
-        return timed_out ? -ETIMEDOUT : -EIO;
+        pending_free(p);
+        return kill ? -ETIMEDOUT : -EIO;
 }

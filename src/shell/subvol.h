@@ -22,6 +22,9 @@ int subvol_quota_disable(int fd);
 /* The referenced-bytes limit of the subvolume whose root is fd (0: none):
  * 0 or -errno. */
 int subvol_limit(int fd, uint64_t bytes);
+/* As subvol_limit, unless the limit is already that (read in sysfs: no
+ * transaction joined, which may wait for a commit). */
+int subvol_limit_ensure(int fd, uint64_t bytes);
 /* The subvolume whose root is fd is at its limit (referenced and
  * reserved bytes within 1/32 of it): a write there fails with EDQUOT.
  * From /sys/fs/btrfs/<fsid>/qgroups; false when anything is unknown. */
@@ -48,7 +51,16 @@ struct subvol_conv {
  * (root makes it), the tree copied in with reflinks, swapped in and the
  * old tree removed by a jailed worker as shell.uid (root never walks the
  * tree), then the limit set (root, on the subvolume it holds): a tree
- * already past its bound is moved whole and stays past it. Synchronous,
- * bounded by c->timeout_ms. 0, or -errno with err saying why; the tree is
- * then left as it was. */
-int subvol_convert(const struct subvol_conv *c, char *err, size_t errlen);
+ * already past its bound is moved whole and stays past it.
+ *
+ * Asynchronous, in two calls: subvol_convert_start starts the worker (0
+ * and *ret, or -errno with err saying why); once the worker's pidfd
+ * (subvol_pending_fd) is readable, or once c->timeout_ms passed (kill:
+ * the worker is killed first), subvol_convert_finish does the rest and
+ * frees *ret: 0, or -errno with err saying why (the tree is then left as
+ * it was). */
+struct subvol_pending;
+int subvol_convert_start(const struct subvol_conv *c, struct subvol_pending **ret, char *err,
+                         size_t errlen);
+int subvol_pending_fd(const struct subvol_pending *p);
+int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen);

@@ -239,8 +239,8 @@ def test_a_tree_holding_a_subvolume_is_refused_one_past_its_bound_stays_full(sh)
     assert out == "ok\n", (r, out)
     r, out = run(sh, "du -k blob | cut -f1", h=huge)
     assert int(out) == 20 << 10, out
-    # quota groups count at a commit (lockbox begins one after a
-    # conversion; the kernel's own come every 30 s): waited for here
+    # quota groups count the moved tree at the next commit (the kernel's
+    # come every 30 s): one asked for here
     subprocess.run(["btrfs", "filesystem", "sync", sh.home], check=True, timeout=scaled(30))
     r, out = run(sh, "echo more > more", h=huge)
     err = stderr_of(sh, r["job_id"])

@@ -4,22 +4,28 @@ HOME or a workspace becomes a subvolume with a limit before its first job
 (a directory made by a control script is moved in, contents, modes and
 links kept). A job writing past its bound gets "Disk quota exceeded", the
 job's output and the limits metric say so, other bindings still write;
-control scripts delete bounded trees with rm -rf; the bound holds after a
-restart; a stop leaves no mount, loop device or quota group behind.
+control scripts delete bounded trees with rm -rf (their quota groups go
+with them); the bound holds after a restart; snapshots save and restore
+over subvolumes; an ext4 image of an earlier version keeps working
+without the bounds. A stop leaves no mount or loop device (the suite's
+stop checks).
 
 One daemon for the module: a 192 MiB image, 16 MiB per HOME, 24 MiB per
-workspace."""
+workspace; the ext4 case starts one of its own."""
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 import uuid
 
 import pytest
 import requests
 
-from conftest import eventually, scaled, start_shell_daemon, stop_shell_daemon
+from conftest import ShellDaemon, eventually, scaled, start_shell_daemon, stop_shell_daemon
 from snapshotlib import restore, save
-from test_shell_restart import restart
+from test_shell_restart import down, restart, up
 
 MIB = 1 << 20
 SHELL = {"disk_size": "192M", "binding_disk": "16M", "workspace_disk": "24M", "max_jobs": 8}
@@ -170,18 +176,88 @@ cmp blob "$OLDPWD/blob" && echo same
     r, out = run(sh, f"rm -rf {h} ws/{tag} default && ls -A ws && echo done")
     assert (r["exit_code"], out) == (0, "done\n"), (r, out, stderr_of(sh, r["job_id"]))
     assert not os.path.exists(h)
+    # made again at the same path (the jobs that used it have ended): a
+    # subvolume again at its next job
+    r, out = run(sh, f"mkdir -p {h} && echo again > {h}/f")
+    assert r["exit_code"] == 0, (r, out)
+    r, out = run(sh, "cat f", h=h)
+    assert out == "again\n" and is_subvolume(h), (r, out)
+    r, out = run(sh, f"rm -rf {h}")
+    assert r["exit_code"] == 0, (r, out)
     # the deleted subvolumes' quota groups go with them
     groups, subs = qgroups(sh)
     assert groups == subs | {"0/5"}, (groups, subs)
 
 
+def subvol_workers(d):
+    """Pids of the daemon's tree movers (comm lockbox-subvol, the jobs' UID)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/status") as f:
+                uid = int([line for line in f if line.startswith("Uid:")][0].split()[1])
+        except (OSError, IndexError):
+            continue
+        if comm == "lockbox-subvol" and uid == d.shell_uid:
+            found.append(int(pid))
+    return found
+
+
+def test_a_conversion_never_stalls_other_calls(sh):
+    """A HOME of 20,000 files made by a control script is moved into its
+    subvolume by a worker while the run that needs it waits. With the
+    worker stopped, the jailer still answers: a list, another binding's
+    job; a second run of the same HOME waits too. Once the worker goes
+    on, both runs start and see every file, in the subvolume."""
+    h = home(sh)
+    r, out = run(sh, f"mkdir -p {h}/many && cd {h}/many && seq 20000 | xargs touch && "
+                     "ls | wc -l", deadline=120)
+    assert (r["exit_code"], out) == (0, "20000\n"), (r, out)
+    results = {}
+
+    def bound_run(key):
+        c = sh.shell_client()
+        results[key] = c.run_to_end("ls many | wc -l", env={"HOME": h}, mode="stdio",
+                                    deadline=scaled(120))
+
+    first = threading.Thread(target=bound_run, args=("first",))
+    first.start()
+    stopped = []
+    try:
+        def caught():
+            for pid in subvol_workers(sh):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            assert stopped, "no tree mover seen"
+        eventually(caught, scaled(20))
+        second = threading.Thread(target=bound_run, args=("second",))
+        second.start()
+        assert sh.shell_client().list() is not None
+        r, out = run(sh, "echo other", h=home(sh))
+        assert (r["exit_code"], out) == (0, "other\n"), (r, out)
+        assert not results, results  # both still wait for the tree
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    first.join(scaled(120))
+    second.join(scaled(120))
+    for key in ("first", "second"):
+        r, out = results[key]
+        assert (r["exit_code"], out) == (0, "20000\n"), (key, r, out)
+    assert is_subvolume(h)
+
+
 def test_the_bound_holds_after_a_restart(sh):
-    """A bounded HOME, the daemon restarted (the image mounted again): the
-    next job is bounded the same."""
+    """A bounded HOME, the daemon restarted (the image mounted again, its
+    quota groups as they were): the next job is bounded the same."""
     h = home(sh)
     r, out = run(sh, "head -c 1048576 /dev/zero > one && echo ok", h=h)
     assert out == "ok\n", (r, out)
     restart(sh, signal.SIGTERM)
+    groups, subs = qgroups(sh)
+    assert groups == subs | {"0/5"}, (groups, subs)
     r, out = run(sh, "head -c 41943040 /dev/zero > big; du -k big | cut -f1", h=h)
     assert int(out.split()[0]) <= 15 * 1024, (r, out)
     assert "Disk quota exceeded" in stderr_of(sh, r["job_id"])
@@ -217,3 +293,63 @@ def test_snapshots_save_and_restore_over_subvolumes(sh):
     r, out = run(sh, "head -c 9437184 /dev/urandom > other", h=h)
     got = restore(sh, b.body)
     assert got.status == 500 and b"Disk quota exceeded" in got.body, got
+
+
+def test_an_ext4_image_of_an_earlier_version_keeps_working(_session_tmp):
+    """A shell.state_dir holding an ext4 home.img (what an earlier version
+    made) is mounted as ext4 and serves as before, with the one bound of
+    its size: a HOME takes more than shell.binding_disk, and the log says
+    once that the bounds per binding need a btrfs image."""
+    workdir = tempfile.mkdtemp(prefix="d", dir=_session_tmp)
+    os.chmod(workdir, 0o755)
+    root = tempfile.mkdtemp(prefix="shelltest-", dir="/var/tmp")
+    os.chmod(root, 0o755)
+    d = ShellDaemon({"enable_network": False}, workdir, root, dict(SHELL, disk_size="64M"))
+    os.makedirs(d.state_dir, 0o700)
+    img = os.path.join(d.state_dir, "home.img")
+    with open(img, "wb") as f:
+        f.truncate(64 * MIB)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-E",
+                    f"root_owner={d.shell_uid}:{d.shell_uid}", img], check=True)
+    try:
+        d.start()
+    except BaseException:
+        d.kill_hard()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    try:
+        with open("/proc/self/mountinfo") as f:
+            line = [m for m in f if f" {d.home} " in m][0]
+        assert " - ext4 /dev/loop" in line, line
+        r, out = run(d, "head -c 25165824 /dev/zero > f && du -k f | cut -f1", h=home(d))
+        assert (r["exit_code"], out) == (0, "24576\n"), (r, out, stderr_of(d, r["job_id"]))
+        assert d.log.count("event=shell.disk_bounds_off") == 1, d.log[-3000:]
+        d.shell_reset()
+    finally:
+        stop_shell_daemon(d)
+
+
+def test_a_tree_an_adopted_job_uses_is_left_unbounded(_session_tmp):
+    """Bounds turned on across a restart (shell.keep_jobs): a job left
+    running in an unbounded HOME is adopted, and the next job of that HOME
+    leaves it as it is (the running job's mount would keep the old tree),
+    says so in the log, and runs; a new HOME is bounded at once."""
+    d = start_shell_daemon(_session_tmp, dict(SHELL, binding_disk=0, workspace_disk=0,
+                                              keep_jobs=True), enable_network=False)
+    try:
+        h, other = home(d), home(d)
+        long = d.client.run("echo started; sleep 30", env={"HOME": h}, mode="stdio", timeout=1)
+        assert long["status"] == "running", long
+        down(d, signal.SIGTERM)
+        d.shell_settings.update(binding_disk="16M", workspace_disk="24M")
+        up(d)
+        r, out = run(d, "echo next", h=h)
+        assert (r["exit_code"], out) == (0, "next\n"), (r, out)
+        assert not is_subvolume(h)
+        assert f'event=shell.subvol_in_use tree="{h}"' in d.log, d.log[-3000:]
+        assert d.client.get(long["job_id"])["status"] == "running"
+        r, out = run(d, "echo new", h=other)
+        assert out == "new\n" and is_subvolume(other), (r, out)
+        d.shell_reset()
+    finally:
+        stop_shell_daemon(d)
