@@ -1460,7 +1460,10 @@ int policy_build_snapshot(struct policy_prog *ret)
 
 /* The subvolume worker's (src/shell/subvol.c): the snapshot worker's
  * list, and what copying a tree into a subvolume adds: FICLONE (no other
- * ioctl) and fifos (mknodat, S_IFIFO only). */
+ * ioctl), fifos (mknodat, S_IFIFO only) and extended attributes through
+ * an fd. */
+static const char *const subvol_names[] = {"flistxattr", "fgetxattr", "fsetxattr"};
+
 int policy_build_subvol(struct policy_prog *ret)
 {
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
@@ -1478,6 +1481,9 @@ int policy_build_subvol(struct policy_prog *ret)
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknodat), 1,
                                      SCMP_A2_32(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFIFO));
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(subvol_names); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW,
+                                     seccomp_syscall_resolve_name(subvol_names[i]), 0);
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
                 int nr = seccomp_syscall_resolve_name(kill_names[i]);
                 if (nr >= 0)

@@ -289,8 +289,10 @@ static int mount_image(const char *img, const char *home, char *err, size_t errl
 }
 
 /* A btrfs home: its top owned by shell.uid (mkfs.btrfs has no
- * root_owner), quota groups on, stale quota groups gone. Per-binding
- * bounds asked of an ext4 home are said once to be off. */
+ * root_owner), no temporary subvolume of a conversion a crash cut short,
+ * quota groups on, stale quota groups gone (or quota groups off, without
+ * bounds). Per-binding bounds asked of an ext4 home are said
+ * once to be off. */
 static int home_ready(const struct config *cfg, char *err, size_t errlen)
 {
         bool bounds = cfg->shell_binding_disk_bytes || cfg->shell_workspace_disk_bytes;
@@ -314,8 +316,21 @@ static int home_ready(const struct config *cfg, char *err, size_t errlen)
                 snprintf(err, errlen, "%s: chown: %s", cfg->shell_home, strerror(errno));
                 return -errno;
         }
-        if (!bounds)
-                return 0; /* quota groups cost at every commit: on only when used */
+        int swept = subvol_sweep_tmp(fd);
+        if (swept > 0)
+                log_info(NULL, "shell.subvol_tmp_swept", "removed=%d", swept);
+        if (!bounds) {
+                /* quota groups cost at every commit: on only when used;
+                 * off again (with the limits an earlier start set) when
+                 * the bounds are */
+                int r = subvol_quota_disable(fd);
+                if (r > 0)
+                        log_info(NULL, "shell.disk_quotas_off", "home=%s", log_q(cfg->shell_home));
+                else if (r < 0)
+                        log_warn(NULL, "shell.disk_quotas_off_failed", "home=%s error=%s",
+                                 log_q(cfg->shell_home), log_q(strerror(-r)));
+                return 0;
+        }
         int r = subvol_quota_enable(fd);
         if (r < 0) {
                 snprintf(err, errlen, "%s: enabling btrfs quotas: %s", cfg->shell_home,

@@ -157,8 +157,8 @@ struct job {
         bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
         char *home;        /* its HOME (another binding's workspace may not hold it) */
-        char *ws;          /* its workspace, or NULL (none, or adopted: not known) */
-        bool adopted;      /* from the last lockboxd's table */
+        char *ws;          /* its workspace, or NULL (none, or not known) */
+        bool ws_unknown;   /* adopted from a table that did not record workspaces */
         struct binding *b;
         unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
@@ -288,7 +288,10 @@ static void job_save(const struct job *j)
                               .ended = j->ended,
                               .home = j->home ? j->home : "",
                               .binding = j->serial,
-                              .keeper = j->keeper_gone ? 0 : j->keeper_pid};
+                              .keeper = j->keeper_gone ? 0 : j->keeper_pid,
+                              .ws = j->ws           ? j->ws
+                                    : j->ws_unknown ? NULL
+                                                    : ""};
         store_job_put(j->sh->store, &r);
 }
 
@@ -1101,9 +1104,10 @@ static bool job_holds_trees(const struct job *j)
 
 /* A tree (HOME or workspace) a job of the table holds (above) as its own,
  * or holds one, or lies in one: moving it into a subvolume would leave
- * that job on the old tree. Control jobs' shell.home aside; a workspace
- * of a job adopted from the last lockboxd is not known: while one lives,
- * no workspace is converted. */
+ * that job on the old tree. Control jobs' shell.home aside. The table
+ * records each job's workspace, so adopted jobs' are known; only a job
+ * adopted from a table of an older version has none recorded: while one
+ * holds its trees, no workspace is converted. */
 static bool tree_in_use(const struct shell *sh, const char *path, bool workspace)
 {
         for (const struct job *j = sh->jobs; j; j = j->next) {
@@ -1114,7 +1118,7 @@ static bool tree_in_use(const struct shell *sh, const char *path, bool workspace
                         return true;
                 if (j->ws && (within(path, j->ws) || within(j->ws, path)))
                         return true;
-                if (workspace && j->adopted)
+                if (workspace && j->ws_unknown)
                         return true;
         }
         return false;
@@ -1177,25 +1181,29 @@ static void on_conversion_exit(void *data, uint32_t events)
 
 /* The tree path (rel beneath shell.home) bounded to limit bytes (its
  * setting named by what): a subvolume already has its limit set again
- * (the setting may have changed); a directory is moved into one
- * (subvol.c) unless in use (then it stays unbounded this time, said in
- * the log): -EINPROGRESS and *ret_conv, the conversion the run waits
- * for (also one of a tree holding or held by this one). */
+ * (the setting may have changed, or be 0: no limit); a directory is moved
+ * into one (subvol.c) unless in use (then it stays unbounded this time,
+ * said in the log): -EINPROGRESS and *ret_conv, the conversion the run
+ * waits for (also one of a tree holding or held by this one). */
 static int bound_tree(struct shell *sh, const char *path, const char *rel, int64_t limit,
                       const char *what, char *why, size_t whylen, struct conversion **ret_conv)
 {
-        if (!sh->bounds || limit <= 0 || strcmp(rel, ".") == 0)
+        if (!sh->bounds || strcmp(rel, ".") == 0)
                 return 0;
         _cleanup_close_ int fd = open_beneath(sh->home_fd, rel, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return 0; /* the caller says what is wrong with it */
         if (subvol_is(fd)) {
-                int r = subvol_limit_ensure(fd, (uint64_t)limit);
+                /* 0 (the setting turned off): the limit an earlier start
+                 * set is removed */
+                int r = subvol_limit_ensure(fd, limit > 0 ? (uint64_t)limit : 0);
                 if (r < 0)
                         log_warn(NULL, "shell.subvol_limit_failed", "tree=%s error=%s", log_q(path),
                                  log_q(strerror(-r)));
                 return 0;
         }
+        if (limit <= 0)
+                return 0;
         struct conversion *cv = conversion_find(sh, path);
         if (cv && cv->p) {
                 *ret_conv = cv;
@@ -2318,13 +2326,14 @@ static void adopt_job(const struct store_job *row, void *data)
                           .sock = -1,
                           .keeper_gone = true,
                           .serial = row->binding,
-                          .adopted = true,
-                          .home = strdup(row->home)};
+                          .ws_unknown = !row->ws,
+                          .home = strdup(row->home),
+                          .ws = row->ws && row->ws[0] ? strdup(row->ws) : NULL};
         memcpy(j->id, row->id, SHELL_JOB_ID_LEN);
         j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         j->out_rfd =
             j->dirfd < 0 ? -1 : openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (j->out_rfd < 0 || !j->home) {
+        if (j->out_rfd < 0 || !j->home || (row->ws && row->ws[0] && !j->ws)) {
                 job_close(j); /* its files are gone: nothing to show */
                 return;
         }

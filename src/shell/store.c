@@ -26,13 +26,14 @@ enum {
 
 static const char *const queries[Q_MAX] = {
     [Q_JOB_PUT] = "INSERT OR REPLACE INTO jobs (id, mode, status, exit_code, created, started, "
-                  "ended, home, binding, keeper) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                  "ended, home, binding, keeper, ws) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [Q_JOB_DEL] = "DELETE FROM jobs WHERE id = ?1",
     [Q_BIND_PUT] = "INSERT OR REPLACE INTO bindings (serial, key, pid, start_ticks) "
                    "VALUES (?1, ?2, ?3, ?4)",
     [Q_BIND_DEL] = "DELETE FROM bindings WHERE serial = ?1",
     [Q_JOBS] = "SELECT id, mode, status, exit_code, created, started, ended, home, binding, "
-               "keeper FROM jobs ORDER BY created, id",
+               "keeper, ws FROM jobs ORDER BY created, id",
     [Q_BINDINGS] = "SELECT serial, key, pid, start_ticks FROM bindings ORDER BY serial",
 };
 
@@ -43,11 +44,23 @@ static const char schema[] =
     " id TEXT PRIMARY KEY, mode INTEGER NOT NULL, status INTEGER NOT NULL,"
     " exit_code INTEGER, created INTEGER NOT NULL, started INTEGER NOT NULL,"
     " ended INTEGER NOT NULL, home TEXT NOT NULL, binding INTEGER NOT NULL,"
-    " keeper INTEGER NOT NULL);"
+    " keeper INTEGER NOT NULL, ws TEXT);"
     "CREATE TABLE IF NOT EXISTS bindings ("
     " serial INTEGER PRIMARY KEY, key TEXT NOT NULL, pid INTEGER NOT NULL,"
     " start_ticks INTEGER NOT NULL);"
-    "PRAGMA user_version=1;";
+    "PRAGMA user_version=2;";
+
+/* Version 1 had no ws column (a job's workspace): added, NULL in the rows
+ * it left (not known). */
+static int migrate(sqlite3 *db, char **msg)
+{
+        sqlite3_stmt *s = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT ws FROM jobs LIMIT 0", -1, &s, NULL) == SQLITE_OK) {
+                sqlite3_finalize(s);
+                return SQLITE_OK;
+        }
+        return sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN ws TEXT", NULL, NULL, msg);
+}
 
 struct store {
         sqlite3 *db;
@@ -81,6 +94,8 @@ int store_open(const char *path, struct store **ret, char *err, size_t errlen)
                 rc = sqlite3_busy_timeout(st->db, 5000);
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(st->db, schema, NULL, NULL, &msg);
+        if (rc == SQLITE_OK)
+                rc = migrate(st->db, &msg);
         for (int i = 0; rc == SQLITE_OK && i < Q_MAX; i++)
                 rc = sqlite3_prepare_v3(st->db, queries[i], -1, SQLITE_PREPARE_PERSISTENT,
                                         &st->q[i], NULL);
@@ -126,6 +141,10 @@ void store_job_put(struct store *st, const struct store_job *j)
         sqlite3_bind_text(s, 8, j->home, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 9, j->binding);
         sqlite3_bind_int64(s, 10, j->keeper);
+        if (j->ws)
+                sqlite3_bind_text(s, 11, j->ws, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(s, 11);
         step(st, Q_JOB_PUT, "job");
 }
 
@@ -199,6 +218,8 @@ int store_load(struct store *st, void (*on_binding)(const struct store_binding *
                 return -EIO;
         s = st->q[Q_JOBS];
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                /* NULL: a row of version 1 (its workspace not known) */
+                const char *ws = sqlite3_column_type(s, 10) == SQLITE_NULL ? NULL : text(s, 10);
                 struct store_job j = {.id = text(s, 0),
                                       .mode = sqlite3_column_int(s, 1),
                                       .status = sqlite3_column_int(s, 2),
@@ -209,7 +230,8 @@ int store_load(struct store *st, void (*on_binding)(const struct store_binding *
                                       .ended = sqlite3_column_int64(s, 6),
                                       .home = text(s, 7),
                                       .binding = (unsigned)sqlite3_column_int64(s, 8),
-                                      .keeper = (pid_t)sqlite3_column_int64(s, 9)};
+                                      .keeper = (pid_t)sqlite3_column_int64(s, 9),
+                                      .ws = ws};
                 on_job(&j, data);
         }
         sqlite3_reset(s);

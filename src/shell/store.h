@@ -20,6 +20,7 @@ struct store_job {
         const char *home;                /* the job's HOME */
         unsigned binding;                /* its binding's serial */
         pid_t keeper;                    /* the keeper's PID (host), 0 once gone */
+        const char *ws; /* its workspace, "" none, NULL not known (a row of version 1) */
 };
 
 struct store_binding {

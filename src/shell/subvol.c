@@ -11,13 +11,15 @@
  * beside it, under a name of its own, and sets its limit; a worker forked
  * for it, as shell.uid in namespaces of its own, Landlock confining it to
  * shell.home and a syscall allowlist (policy_build_subvol), copies the
- * tree in with reflinks (metadata only, never following a symlink),
+ * tree in with reflinks (metadata only, never following a symlink; modes,
+ * times, user extended attributes and ACLs kept),
  * exchanges the two (renameat2 RENAME_EXCHANGE) and removes the old tree.
  * Root only ever makes, limits and destroys the subvolume it named; the
  * tree written by jobs is walked by the worker alone. */
 #include "shell/subvol.h"
 
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,6 +44,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -74,6 +77,14 @@ int subvol_quota_enable(int fd)
 {
         struct btrfs_ioctl_quota_ctl_args a = {.cmd = BTRFS_QUOTA_CTL_ENABLE};
         return ioctl(fd, BTRFS_IOC_QUOTA_CTL, &a) < 0 ? -errno : 0;
+}
+
+int subvol_quota_disable(int fd)
+{
+        struct btrfs_ioctl_quota_ctl_args a = {.cmd = BTRFS_QUOTA_CTL_DISABLE};
+        if (ioctl(fd, BTRFS_IOC_QUOTA_CTL, &a) == 0)
+                return 1;
+        return errno == ENOENT ? 0 : -errno; /* ENOENT: they were off */
 }
 
 int subvol_limit(int fd, uint64_t bytes)
@@ -188,6 +199,46 @@ int subvol_sweep(int fd)
         }
 }
 
+int subvol_sweep_tmp(int fd)
+{
+        static struct btrfs_ioctl_search_args a;
+        uint64_t next = BTRFS_FIRST_FREE_OBJECTID;
+        int removed = 0;
+        for (;;) {
+                /* each subvolume's link to its parent: key (id,
+                 * ROOT_BACKREF, parent), a btrfs_root_ref and the name */
+                int n = search(fd, BTRFS_ROOT_TREE_OBJECTID, next, BTRFS_LAST_FREE_OBJECTID,
+                               BTRFS_ROOT_BACKREF_KEY, 0, (uint64_t)-1, &a);
+                if (n <= 0)
+                        return n < 0 ? n : removed;
+                size_t at = 0;
+                for (int i = 0; i < n; i++) {
+                        struct btrfs_ioctl_search_header h;
+                        struct btrfs_root_ref ref;
+                        memcpy(&h, a.buf + at, sizeof(h));
+                        const char *item = a.buf + at + sizeof(h);
+                        at += sizeof(h) + h.len;
+                        next = h.objectid + 1;
+                        if (h.type != BTRFS_ROOT_BACKREF_KEY || h.len < sizeof(ref))
+                                continue;
+                        memcpy(&ref, item, sizeof(ref));
+                        size_t len = le16toh(ref.name_len);
+                        if (len != strlen(TMP_PREFIX) + 16 || sizeof(ref) + len > h.len ||
+                            memcmp(item + sizeof(ref), TMP_PREFIX, strlen(TMP_PREFIX)) != 0)
+                                continue;
+                        struct btrfs_ioctl_vol_args_v2 d = {.flags = BTRFS_SUBVOL_SPEC_BY_ID,
+                                                            .subvolid = h.objectid};
+                        if (ioctl(fd, BTRFS_IOC_SNAP_DESTROY_V2, &d) == 0)
+                                removed++;
+                        else
+                                log_warn(NULL, "shell.subvol_destroy_failed", "id=%llu error=%s",
+                                         (unsigned long long)h.objectid, log_q(strerror(errno)));
+                }
+                if (next == 0 || next > BTRFS_LAST_FREE_OBJECTID)
+                        return removed;
+        }
+}
+
 /* ---- the worker (as shell.uid) --------------------------------------------- */
 
 struct link_seen {
@@ -203,6 +254,7 @@ struct copy {
         size_t n_links;
         char msg[256];
         char buf[65536];
+        char names[XATTR_LIST_MAX];
 };
 
 _printf_(2, 3) static int cfail(struct copy *c, const char *fmt, ...)
@@ -214,6 +266,26 @@ _printf_(2, 3) static int cfail(struct copy *c, const char *fmt, ...)
                 va_end(ap);
         }
         return -1;
+}
+
+/* The extended attributes a job may set (user.*, and POSIX ACLs, which
+ * cp -a keeps too) from in to out; others (security.*, trusted.*) are
+ * root's, which a job never set. */
+static int copy_xattrs(struct copy *c, int in, int out)
+{
+        ssize_t len = flistxattr(in, c->names, sizeof(c->names));
+        if (len < 0)
+                return errno == ENOTSUP ? 0 : -errno;
+        for (const char *n = c->names; n < c->names + len; n += strlen(n) + 1) {
+                if (strncmp(n, "user.", 5) != 0 && strncmp(n, "system.posix_acl_", 17) != 0)
+                        continue;
+                ssize_t v = fgetxattr(in, n, c->buf, sizeof(c->buf));
+                if (v < 0 && errno == ENODATA)
+                        continue; /* removed meanwhile */
+                if (v < 0 || fsetxattr(out, n, c->buf, (size_t)v, 0) < 0)
+                        return -errno;
+        }
+        return 0;
 }
 
 static int copy_data(struct copy *c, int in, int out)
@@ -251,6 +323,8 @@ static int copy_file(struct copy *c, int src, int dst, const char *name, const s
         if (out < 0)
                 return cfail(c, "%s: %s", c->path, strerror(errno));
         int r = copy_data(c, in, out);
+        if (r == 0)
+                r = copy_xattrs(c, in, out);
         if (r < 0)
                 return cfail(c, "%s: %s", c->path, strerror(-r));
         if (fchmod(out, st->st_mode & 07777) < 0 ||
@@ -288,6 +362,13 @@ static int copy_one(struct copy *c, int src, int dst, const char *name, size_t p
                 }
                 if (copy_dir(c, a, b, plen, depth + 1) < 0)
                         return -1;
+                /* after its entries, so a default ACL gives them nothing
+                 * they had not */
+                _cleanup_close_ int again =
+                    openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int r = again < 0 ? -errno : copy_xattrs(c, again, b);
+                if (r < 0)
+                        return cfail(c, "%s: %s", c->path, strerror(-r));
                 if (fchmod(b, st.st_mode & 07777) < 0 || futimens(b, times) < 0)
                         return cfail(c, "%s: %s", c->path, strerror(errno));
                 return 0;
@@ -452,6 +533,13 @@ static _Noreturn void worker(const struct subvol_conv *cv, const char *tmp, int 
         c.dev = st.st_dev;
         if (copy_dir(&c, src, dst, 0, 0) < 0)
                 goto out;
+        src = openat(cv->parent_fd, cv->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        r = src < 0 ? -errno : copy_xattrs(&c, src, dst);
+        safe_close(src);
+        if (r < 0) {
+                cfail(&c, "%s", strerror(-r));
+                goto out;
+        }
         if (fchmod(dst, st.st_mode & 07777) < 0 ||
             futimens(dst, (struct timespec[]){st.st_atim, st.st_mtim}) < 0 ||
             renameat2(cv->parent_fd, tmp, cv->parent_fd, cv->name, RENAME_EXCHANGE) < 0) {

@@ -16,6 +16,9 @@ bool subvol_is(int fd);
 /* Quota groups on for the file system of fd (once; again is a no-op):
  * 0 or -errno. */
 int subvol_quota_enable(int fd);
+/* Quota groups off (every limit with them): 1, 0 if they were off, or
+ * -errno. */
+int subvol_quota_disable(int fd);
 /* The referenced-bytes limit of the subvolume whose root is fd (0: none):
  * 0 or -errno. */
 int subvol_limit(int fd, uint64_t bytes);
@@ -29,6 +32,10 @@ bool subvol_full(int fd);
 /* Quota groups of subvolumes that are gone, on the file system of fd,
  * removed: how many, or -errno. */
 int subvol_sweep(int fd);
+/* Temporary subvolumes of conversions a crash cut short (named
+ * .lockbox-subvol-*, anywhere on the file system of fd) destroyed: how
+ * many, or -errno. At a start, before any conversion. */
+int subvol_sweep_tmp(int fd);
 
 struct subvol_conv {
         int parent_fd;    /* the tree's parent directory, O_RDONLY, opened without a symlink */
