@@ -116,10 +116,14 @@ unit: $(BUILD)/unit_tests $(BUILD)/zygote_unit_tests $(BUILD)/lockbox
 	$(BUILD)/unit_tests
 	$(BUILD)/zygote_unit_tests
 
+# Every pytest pass prints its 40 slowest steps (setup, call, teardown):
+# the CI log then says where the time went.
+PYTEST   = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=40
+TEST_ENV = LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox)
+
 # The suite runs against warm daemons (the default), then again cold.
 integration: all
-	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	$(TEST_ENV) $(PYTEST) tests/integration
 
 # The cold pass leaves out the files whose subject does not depend on how
 # runs start: shell jobs (no warm pool), the HTTP side, configuration, the
@@ -128,21 +132,19 @@ integration: all
 COLD_SKIP := test_shell_* test_bad_input.py test_cli.py test_config.py test_dns_relay.py \
              test_http_process.py test_lifecycle.py test_netlab_selfcheck.py test_zygote_thp.py
 integration-cold: all
-	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
-	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider \
+	LOCKBOX_TEST_MODE=cold $(TEST_ENV) $(PYTEST) \
 	  $(foreach f,$(COLD_SKIP),--ignore-glob='*/$(f)') tests/integration
 
 # tests/attacks: hostile programs against the real daemon, and what must
-# hold after each (docs/TESTING.md).
+# hold after each (docs/TESTING.md). The cold pass leaves out the shell
+# jobs (no warm pool).
+ATTACKS_COLD_SKIP := test_attack_shell*
 attacks: all
-	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
+	$(TEST_ENV) $(PYTEST) tests/attacks
 
 attacks-cold: all
-	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
-	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider --ignore-glob='*/test_attack_shell*' tests/attacks
+	LOCKBOX_TEST_MODE=cold $(TEST_ENV) $(PYTEST) \
+	  $(foreach f,$(ATTACKS_COLD_SKIP),--ignore-glob='*/$(f)') tests/attacks
 
 # No circle between source files: for each object, the objects defining
 # the symbols it uses (scripts/check-layers, with nm).
