@@ -127,18 +127,20 @@ integration: all
 
 # The cold pass leaves out the files whose subject does not depend on how
 # runs start: shell jobs (no warm pool), the HTTP side, configuration, the
-# client, the daemon's life, the DNS relay, the lab's own check and the
-# zygote under each huge-page mode (its daemons are warm whatever the pass).
+# client, the daemon's life, the DNS relay, the lab's own check, the zygote
+# under each huge-page mode and the warm pools themselves (their daemons
+# name warm.mode: they are the same whatever the pass).
 COLD_SKIP := test_shell_* test_bad_input.py test_cli.py test_config.py test_dns_relay.py \
-             test_http_process.py test_lifecycle.py test_netlab_selfcheck.py test_zygote_thp.py
+             test_http_process.py test_lifecycle.py test_netlab_selfcheck.py test_zygote_thp.py \
+             test_warm.py
 integration-cold: all
 	LOCKBOX_TEST_MODE=cold $(TEST_ENV) $(PYTEST) \
 	  $(foreach f,$(COLD_SKIP),--ignore-glob='*/$(f)') tests/integration
 
 # tests/attacks: hostile programs against the real daemon, and what must
 # hold after each (docs/TESTING.md). The cold pass leaves out the shell
-# jobs (no warm pool).
-ATTACKS_COLD_SKIP := test_attack_shell*
+# jobs (no warm pool) and the DNS relay (a thread of the HTTP process).
+ATTACKS_COLD_SKIP := test_attack_shell* test_attack_dns.py
 attacks: all
 	$(TEST_ENV) $(PYTEST) tests/attacks
 
