@@ -203,7 +203,12 @@ $(FUZZ_BUILD)/$(1): tests/fuzz/$(1).c $$(FUZZ_SRCS_$(1)) $$(FUZZ_HDRS)
 endef
 $(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_rule,$(t))))
 
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
+# The targets build FUZZ_JOBS at a time (each is one clang command).
+FUZZ_JOBS    ?= 2
+.PHONY: fuzz-binaries
+fuzz:
+	@$(MAKE) --no-print-directory -j$(FUZZ_JOBS) fuzz-binaries
+fuzz-binaries: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 
 fuzz-regressions: fuzz
 	@for t in $(FUZZ_TARGETS); do \
@@ -211,20 +216,23 @@ fuzz-regressions: fuzz
 	  echo "fuzz-regressions: $$t: $$(echo $$files | wc -w) inputs ok"; \
 	done
 
-# FUZZ_TIME seconds per target from the seeds; new inputs go to
-# build/fuzz/corpus/<target>, crashes to build/fuzz/artifacts/. Any crash,
-# leak, UBSan report or 10 s hang fails the run.
+# FUZZ_TIME seconds per target from the seeds, FUZZ_JOBS targets at a time
+# (a fuzzer uses one core); new inputs go to build/fuzz/corpus/<target>,
+# crashes to build/fuzz/artifacts/. Any crash, leak, UBSan report or 10 s
+# hang fails the run.
 fuzz-smoke: fuzz-regressions
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
-	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
-	  echo "fuzz-smoke: $$t for $(FUZZ_TIME)s"; \
-	  $(FUZZ_BUILD)/$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
-	    -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$dict \
-	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t >$(FUZZ_BUILD)/$$t.log 2>&1 \
-	    || { tail -n 80 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
-	  grep -h 'stat::number_of_executed_units' $(FUZZ_BUILD)/$$t.log; \
-	done
+	@$(MAKE) --no-print-directory -j$(FUZZ_JOBS) --output-sync=target $(FUZZ_TARGETS:%=fuzz-smoke-%)
+
+.PHONY: $(FUZZ_TARGETS:%=fuzz-smoke-%)
+$(FUZZ_TARGETS:%=fuzz-smoke-%): fuzz-smoke-%: $(FUZZ_BUILD)/%
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/artifacts
+	@echo "fuzz-smoke: $* for $(FUZZ_TIME)s"
+	@dict=; [ -f tests/fuzz/$*.dict ] && dict=-dict=tests/fuzz/$*.dict; \
+	$(FUZZ_BUILD)/$* -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$*- $$dict \
+	  $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$* >$(FUZZ_BUILD)/$*.log 2>&1 \
+	  || { tail -n 80 $(FUZZ_BUILD)/$*.log; exit 1; }; \
+	grep -h 'stat::number_of_executed_units' $(FUZZ_BUILD)/$*.log
 
 clean:
 	rm -rf build
