@@ -116,33 +116,96 @@ unit: $(BUILD)/unit_tests $(BUILD)/zygote_unit_tests $(BUILD)/lockbox
 	$(BUILD)/unit_tests
 	$(BUILD)/zygote_unit_tests
 
+# Every pytest pass prints its 40 slowest steps (setup, call, teardown):
+# the CI log then says where the time went.
+PYTEST   = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=40
+TEST_ENV = LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox)
+
 # The suite runs against warm daemons (the default), then again cold.
 integration: all
-	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration
+	$(TEST_ENV) $(PYTEST) tests/integration
 
 # The cold pass leaves out the files whose subject does not depend on how
 # runs start: shell jobs (no warm pool), the HTTP side, configuration, the
-# client, the daemon's life, the DNS relay, the lab's own check and the
-# zygote under each huge-page mode (its daemons are warm whatever the pass).
+# client, the daemon's life, the DNS relay, the lab's own check, the zygote
+# under each huge-page mode and the warm pools themselves (their daemons
+# name warm.mode: they are the same whatever the pass).
 COLD_SKIP := test_shell_* test_bad_input.py test_cli.py test_config.py test_dns_relay.py \
-             test_http_process.py test_lifecycle.py test_netlab_selfcheck.py test_zygote_thp.py
+             test_http_process.py test_lifecycle.py test_netlab_selfcheck.py test_zygote_thp.py \
+             test_warm.py
 integration-cold: all
-	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
-	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider \
+	LOCKBOX_TEST_MODE=cold $(TEST_ENV) $(PYTEST) \
 	  $(foreach f,$(COLD_SKIP),--ignore-glob='*/$(f)') tests/integration
 
 # tests/attacks: hostile programs against the real daemon, and what must
-# hold after each (docs/TESTING.md).
+# hold after each (docs/TESTING.md). The cold pass leaves out the shell
+# jobs (no warm pool) and the DNS relay (a thread of the HTTP process).
+ATTACKS_COLD_SKIP := test_attack_shell* test_attack_dns.py
 attacks: all
-	LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/attacks
+	$(TEST_ENV) $(PYTEST) tests/attacks
 
 attacks-cold: all
-	LOCKBOX_TEST_MODE=cold LOCKBOXD=$(abspath $(BUILD)/lockboxd) \
-	  LOCKBOX=$(abspath $(BUILD)/lockbox) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider --ignore-glob='*/test_attack_shell*' tests/attacks
+	LOCKBOX_TEST_MODE=cold $(TEST_ENV) $(PYTEST) \
+	  $(foreach f,$(ATTACKS_COLD_SKIP),--ignore-glob='*/$(f)') tests/attacks
+
+# `make test` runs the same four passes, file for file, in two lanes side
+# by side (one pass alone leaves the machine idle half the time: daemons
+# starting, runs waiting). The lab lane takes every file that names the
+# network lab (one lab per host, held by a pytest session to its end) and
+# the shell-job files (fixed UID blocks: snapshotlib, test_shell_ops.py,
+# ...), and test_limits.py to even them out; the main lane the others. Each
+# lane runs integration warm, cold, attacks warm, cold, in that order, one
+# pytest session each, with a UID base and run subnets of its own
+# (docs/TESTING.md). The tests that change
+# or compare host-wide state (the THP mode; every lbx link, lockbox nftables
+# table and ip_forward, which any other daemon changes) run first, alone.
+ALONE_TESTS := test_egress.py::test_nothing_left_on_the_host_after_stop \
+               test_egress.py::test_stopping_one_daemon_leaves_the_others_network
+ALONE      := test_zygote_thp.py $(ALONE_TESTS)
+# The lab lane also takes the run limits' file, to even the lanes out.
+LAB_EVEN   := test_limits.py
+LAB_FILES  := $(sort $(notdir $(shell grep -lw netlab tests/integration/test_*.py tests/attacks/test_*.py) \
+                              $(wildcard tests/integration/test_shell_*.py tests/attacks/test_attack_shell*.py)) \
+                $(LAB_EVEN))
+IT_FILES   := $(filter-out $(ALONE),$(notdir $(wildcard tests/integration/test_*.py)))
+AT_FILES   := $(notdir $(wildcard tests/attacks/test_*.py))
+IT_COLD    := $(filter-out $(subst *,%,$(COLD_SKIP)),$(IT_FILES))
+AT_COLD    := $(filter-out $(subst *,%,$(ATTACKS_COLD_SKIP)),$(AT_FILES))
+LANE_lab   := LOCKBOX_TEST_UID_BASE=9000000 LOCKBOX_TEST_NET_OCTET=208
+LANE_main  := LOCKBOX_TEST_UID_BASE=9500000 LOCKBOX_TEST_NET_OCTET=224
+lane_files  = $(if $(filter lab,$(1)),$(filter $(LAB_FILES),$(2)),$(filter-out $(LAB_FILES),$(2)))
+# $(call lane_pass,LANE,MODE,DIR,FILES)
+lane_pass   = $(if $(call lane_files,$(1),$(4)),LOCKBOX_TEST_MODE=$(2) $(LANE_$(1)) $(TEST_ENV) \
+                $(PYTEST) $(if $(filter tests/integration,$(3)),$(ALONE_TESTS:%=--deselect $(3)/%)) \
+                $(addprefix $(3)/,$(call lane_files,$(1),$(4))),@echo "$@: no files")
+
+.PHONY: integration-alone lanes $(foreach l,lab main,lane-$(l)-it lane-$(l)-it-cold lane-$(l)-at lane-$(l)-at-cold)
+integration-alone: all
+	$(TEST_ENV) $(PYTEST) $(addprefix tests/integration/,$(ALONE))
+	LOCKBOX_TEST_MODE=cold $(TEST_ENV) $(PYTEST) \
+	  $(addprefix tests/integration/,$(filter-out $(subst *,%,$(COLD_SKIP)),$(ALONE)))
+
+# Each lane's passes one after the other (order-only prerequisites); the
+# two lanes side by side, each pass's output in one piece when it ends.
+lanes: all
+	@rm -f $(BUILD)/lanes.failed
+	@$(MAKE) --no-print-directory -j2 --output-sync=target LANES_FAILED=$(BUILD)/lanes.failed \
+	  lane-lab-at-cold lane-main-at-cold
+	@if [ -s $(BUILD)/lanes.failed ]; then echo "lanes: failed:" $$(cat $(BUILD)/lanes.failed); exit 1; fi
+# Under `make lanes` a failed pass is noted and its lane goes on (every
+# failure shows in one run); alone, a lane-* target fails as it is.
+define lane_rules
+lane-$(1)-it: all
+	$$(call lane_pass,$(1),warm,tests/integration,$$(IT_FILES))$$(lane_note)
+lane-$(1)-it-cold: all | lane-$(1)-it
+	$$(call lane_pass,$(1),cold,tests/integration,$$(IT_COLD))$$(lane_note)
+lane-$(1)-at: all | lane-$(1)-it-cold
+	$$(call lane_pass,$(1),warm,tests/attacks,$$(AT_FILES))$$(lane_note)
+lane-$(1)-at-cold: all | lane-$(1)-at
+	$$(call lane_pass,$(1),cold,tests/attacks,$$(AT_COLD))$$(lane_note)
+endef
+lane_note = $(if $(LANES_FAILED), || echo $@ >>$(LANES_FAILED))
+$(foreach l,lab main,$(eval $(call lane_rules,$(l))))
 
 # No circle between source files: for each object, the objects defining
 # the symbols it uses (scripts/check-layers, with nm).
@@ -153,7 +216,7 @@ layers: $(LIB_OBJS) $(CLI_OBJS) $(ZYG_OBJS) $(BUILD)/src/main.o
 # few cases that need root skip themselves, saying why, without it).
 check: unit layers
 
-test: format-check layers unit integration integration-cold attacks attacks-cold fuzz-smoke
+test: format-check layers unit integration-alone lanes fuzz-smoke
 
 # libFuzzer targets (tests/fuzz/), always built with clang, ASan and UBSan
 # whatever SAN says; each links only the src/ files it exercises, compiled
@@ -199,7 +262,12 @@ $(FUZZ_BUILD)/$(1): tests/fuzz/$(1).c $$(FUZZ_SRCS_$(1)) $$(FUZZ_HDRS)
 endef
 $(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_rule,$(t))))
 
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
+# The targets build FUZZ_JOBS at a time (each is one clang command).
+FUZZ_JOBS    ?= 2
+.PHONY: fuzz-binaries
+fuzz:
+	@$(MAKE) --no-print-directory -j$(FUZZ_JOBS) fuzz-binaries
+fuzz-binaries: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/%)
 
 fuzz-regressions: fuzz
 	@for t in $(FUZZ_TARGETS); do \
@@ -207,20 +275,23 @@ fuzz-regressions: fuzz
 	  echo "fuzz-regressions: $$t: $$(echo $$files | wc -w) inputs ok"; \
 	done
 
-# FUZZ_TIME seconds per target from the seeds; new inputs go to
-# build/fuzz/corpus/<target>, crashes to build/fuzz/artifacts/. Any crash,
-# leak, UBSan report or 10 s hang fails the run.
+# FUZZ_TIME seconds per target from the seeds, FUZZ_JOBS targets at a time
+# (a fuzzer uses one core); new inputs go to build/fuzz/corpus/<target>,
+# crashes to build/fuzz/artifacts/. Any crash, leak, UBSan report or 10 s
+# hang fails the run.
 fuzz-smoke: fuzz-regressions
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
-	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
-	  echo "fuzz-smoke: $$t for $(FUZZ_TIME)s"; \
-	  $(FUZZ_BUILD)/$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
-	    -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $$dict \
-	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t >$(FUZZ_BUILD)/$$t.log 2>&1 \
-	    || { tail -n 80 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
-	  grep -h 'stat::number_of_executed_units' $(FUZZ_BUILD)/$$t.log; \
-	done
+	@$(MAKE) --no-print-directory -j$(FUZZ_JOBS) --output-sync=target $(FUZZ_TARGETS:%=fuzz-smoke-%)
+
+.PHONY: $(FUZZ_TARGETS:%=fuzz-smoke-%)
+$(FUZZ_TARGETS:%=fuzz-smoke-%): fuzz-smoke-%: $(FUZZ_BUILD)/%
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/artifacts
+	@echo "fuzz-smoke: $* for $(FUZZ_TIME)s"
+	@dict=; [ -f tests/fuzz/$*.dict ] && dict=-dict=tests/fuzz/$*.dict; \
+	$(FUZZ_BUILD)/$* -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$*- $$dict \
+	  $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$* >$(FUZZ_BUILD)/$*.log 2>&1 \
+	  || { tail -n 80 $(FUZZ_BUILD)/$*.log; exit 1; }; \
+	grep -h 'stat::number_of_executed_units' $(FUZZ_BUILD)/$*.log
 
 clean:
 	rm -rf build

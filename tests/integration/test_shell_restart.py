@@ -215,6 +215,10 @@ def test_a_binding_on_the_run_network_is_retired_by_a_restart(_session_tmp):
 
 
 def test_many_restarts_leave_nothing_behind(keepd):
+    """20 restarts, SIGTERM and SIGKILL in turn, with a job kept across
+    them: the same processes, cgroups, job files, rows and keeper after
+    each, and no mount, file or descriptor more at the end. A leak is one
+    per restart at least, so 20 show it as 50 did (~7 s less)."""
     d, c = keepd, keepd.client
     j = c.run("echo up\nsetsid sleep 900 &\nread x\necho got:$x\n", timeout=5)
     assert j["status"] == "running", j
@@ -230,7 +234,7 @@ def test_many_restarts_leave_nothing_behind(keepd):
         return len(os.listdir(f"/proc/{pid}/fd"))
 
     before = (mounts(), fds(keeper), os.listdir(f"{d.state_dir}/jobs/{j['job_id']}"))
-    for i in range(50):
+    for i in range(20):
         restart(d, signal.SIGKILL if i % 2 else signal.SIGTERM)
         assert sorted(d.shell_processes()) == procs, i
         assert sorted(d.shell_cgroups()) == cgroups, i
