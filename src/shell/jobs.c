@@ -54,6 +54,7 @@
 #define TIMEOUT_GRACE_MS 10000 /* shell.job_timeout: interrupt, then this, then kill */
 #define NOFILE 4096
 #define CONVERT_TIMEOUT_MS 10000 /* a tree moved into its subvolume (its run waits) */
+#define REMOVE_TIMEOUT_MS 300000 /* then the old tree's removal (nobody waits) */
 
 /* pidfd_send_signal to the process group of the pidfd's process (Linux
  * 6.9); older headers lack it */
@@ -179,7 +180,8 @@ struct conversion {
         struct subvol_pending *p; /* NULL once over */
         struct watch w;
         int64_t deadline_ms;
-        int result; /* once over: 0, or -errno with err */
+        bool removing; /* moved in at its deadline: the old tree's removal goes on */
+        int result;    /* once over: 0, or -errno with err */
         char err[300];
         unsigned waiters;
 };
@@ -1149,6 +1151,22 @@ static void conversion_release(struct conversion *cv)
 
 static void do_run(struct call *c, int blobfd);
 
+/* The runs waiting for cv start over. */
+static void conversion_resume(struct conversion *cv)
+{
+        for (struct call *c = cv->sh->calls; c; c = c->next) {
+                if (c->state != CALL_CONVERT || c->conv != cv)
+                        continue;
+                int fd = c->blobfd;
+                c->blobfd = -1;
+                c->conv = NULL;
+                cv->waiters--;
+                c->state = CALL_READ;
+                do_run(c, fd);
+                safe_close(fd);
+        }
+}
+
 /* The worker is done (or, kill, out of time): how it went is kept for
  * the runs waiting, which start over now. */
 static void conversion_end(struct conversion *cv, bool kill)
@@ -1160,18 +1178,25 @@ static void conversion_end(struct conversion *cv, bool kill)
         if (cv->result < 0)
                 log_warn(NULL, "shell.subvol_convert_failed", "tree=%s error=%s", log_q(cv->path),
                          log_q(cv->err));
-        for (struct call *c = sh->calls; c; c = c->next) {
-                if (c->state != CALL_CONVERT || c->conv != cv)
-                        continue;
-                int fd = c->blobfd;
-                c->blobfd = -1;
-                c->conv = NULL;
-                cv->waiters--;
-                c->state = CALL_READ;
-                do_run(c, fd);
-                safe_close(fd);
-        }
+        conversion_resume(cv);
         conversion_release(cv);
+}
+
+/* Its deadline: a worker still copying is killed (the tree is left as it
+ * was); one that moved the tree in already is only removing the old one,
+ * which it may go on with (killed, it would leave that tree behind, a
+ * plain directory no sweep can tell from a job's): the runs start over
+ * now, finding the subvolume, and set its limit. */
+static void conversion_deadline(struct conversion *cv, int64_t now)
+{
+        if (cv->removing || !subvol_pending_swapped(cv->p)) {
+                conversion_end(cv, true);
+                return;
+        }
+        cv->removing = true;
+        cv->deadline_ms = now + REMOVE_TIMEOUT_MS;
+        log_info(NULL, "shell.subvol_removing", "tree=%s", log_q(cv->path));
+        conversion_resume(cv);
 }
 
 static void on_conversion_exit(void *data, uint32_t events)
@@ -1205,7 +1230,7 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
         if (limit <= 0)
                 return 0;
         struct conversion *cv = conversion_find(sh, path);
-        if (cv && cv->p) {
+        if (cv && cv->p && !cv->removing) {
                 *ret_conv = cv;
                 return -EINPROGRESS;
         }
@@ -1213,6 +1238,12 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
                 snprintf(why, whylen, "cannot bound %s to %s (%lld bytes): %s", path, what,
                          (long long)limit, cv->err);
                 return cv->result;
+        }
+        if (shell_snapshot_busy()) {
+                /* a snapshot's worker walks or writes shell.home: the
+                 * move waits for it (the run tries again shortly) */
+                *ret_conv = NULL;
+                return -EINPROGRESS;
         }
         if (tree_in_use(sh, path, strcmp(what, "shell.workspace_disk") == 0)) {
                 log_warn(NULL, "shell.subvol_in_use", "tree=%s: in use, left unbounded (%s)",
@@ -1716,7 +1747,10 @@ static void do_run(struct call *c, int blobfd)
                         }
                         c->state = CALL_CONVERT;
                         c->conv = conv;
-                        conv->waiters++;
+                        if (conv)
+                                conv->waiters++;
+                        else /* a snapshot at work: again shortly */
+                                c->next_ms = monotonic_ms() + POLL_FIRST_MS * 4;
                         goto out;
                 }
                 if (strncmp(why, "HOME must", 9) == 0)
@@ -1902,6 +1936,15 @@ static void dispatch(struct call *c, int fd)
                 return;
         }
         if (q->op == SHELL_SNAPSHOT_SAVE || q->op == SHELL_SNAPSHOT_RESTORE) {
+                bool moving = false;
+                for (const struct conversion *cv = c->sh->conversions; cv; cv = cv->next)
+                        moving |= cv->p != NULL;
+                if (moving) { /* a tree being moved: a walk would see it half */
+                        reply_error(c, 409, "snapshot_busy",
+                                    "a tree of shell.home is being moved into its subvolume; "
+                                    "try again shortly");
+                        return;
+                }
                 shell_snapshot_call(c->sh->cfg, c->sh->loop, c->chan, q, fd);
                 c->state = CALL_DONE;
                 return;
@@ -2015,7 +2058,9 @@ int shell_wait_ms(const struct shell *sh)
         for (const struct call *c = sh->calls; c; c = c->next) {
                 if (c->state == CALL_DONE)
                         return 0;
-                if ((c->state == CALL_WAIT || c->state == CALL_TERMINATE) && c->next_ms < next)
+                if ((c->state == CALL_WAIT || c->state == CALL_TERMINATE ||
+                     (c->state == CALL_CONVERT && !c->conv)) &&
+                    c->next_ms < next)
                         next = c->next_ms;
         }
         for (const struct conversion *cv = sh->conversions; cv; cv = cv->next)
@@ -2102,7 +2147,7 @@ void shell_tick(struct shell *sh)
         for (struct conversion *cv = sh->conversions, *next; cv; cv = next) {
                 next = cv->next;
                 if (cv->p && now >= cv->deadline_ms)
-                        conversion_end(cv, true);
+                        conversion_deadline(cv, now);
         }
         for (struct call *c = sh->calls; c; c = c->next) {
                 if (c->next_ms > now)
@@ -2111,6 +2156,13 @@ void shell_tick(struct shell *sh)
                         wait_pass(c);
                 else if (c->state == CALL_TERMINATE)
                         terminate_pass(c);
+                else if (c->state == CALL_CONVERT && !c->conv) {
+                        int fd = c->blobfd;
+                        c->blobfd = -1;
+                        c->state = CALL_READ;
+                        do_run(c, fd);
+                        safe_close(fd);
+                }
         }
         if (now >= sh->next_gc_ms) {
                 gc(sh);

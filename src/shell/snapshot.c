@@ -312,6 +312,11 @@ static int snap_start(const struct config *cfg, int chan, const struct shell_req
         return r;
 }
 
+bool shell_snapshot_busy(void)
+{
+        return snap.busy;
+}
+
 void shell_snapshot_call(const struct config *cfg, struct loop *loop, int chan,
                          const struct shell_req *q, int blobfd)
 {

@@ -8,6 +8,8 @@
  * times out and answers (the protocol is in ipc/shell_proto.h). */
 #pragma once
 
+#include <stdbool.h>
+
 #include "ipc/shell_proto.h"
 
 struct config;
@@ -22,3 +24,6 @@ struct loop;
  * whatever is left at exit; the worker also dies with the jailer). */
 void shell_snapshot_call(const struct config *cfg, struct loop *loop, int chan,
                          const struct shell_req *q, int blobfd);
+/* A snapshot's worker is at work (a save walks shell.home, a restore
+ * writes it): no tree is moved into a subvolume meanwhile. */
+bool shell_snapshot_busy(void);

@@ -675,6 +675,16 @@ int subvol_convert_start(const struct subvol_conv *cv, struct subvol_pending **r
         return 0;
 }
 
+bool subvol_pending_swapped(const struct subvol_pending *p)
+{
+        /* the name now holds the subvolume made above */
+        struct stat now;
+        _cleanup_close_ int at =
+            openat(p->parent_fd, p->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return at >= 0 && fstat(at, &now) == 0 && now.st_dev == p->made.st_dev &&
+               now.st_ino == p->made.st_ino;
+}
+
 int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen)
 {
         int status = 0;
@@ -684,13 +694,7 @@ int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t
         char msg[256] = "";
         ssize_t n = read(p->report_r, msg, sizeof(msg) - 1);
         msg[n > 0 ? n : 0] = '\0';
-        /* swapped in: the name now holds the subvolume made above */
-        struct stat now;
-        _cleanup_close_ int at =
-            openat(p->parent_fd, p->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        bool swapped = at >= 0 && fstat(at, &now) == 0 && now.st_dev == p->made.st_dev &&
-                       now.st_ino == p->made.st_ino;
-        if (swapped) {
+        if (subvol_pending_swapped(p)) {
                 /* the limit only now: what the tree held is moved in
                  * whole, even past its bound (then its jobs' writes fail
                  * until they remove some) */

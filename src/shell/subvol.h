@@ -63,4 +63,7 @@ struct subvol_pending;
 int subvol_convert_start(const struct subvol_conv *c, struct subvol_pending **ret, char *err,
                          size_t errlen);
 int subvol_pending_fd(const struct subvol_pending *p);
+/* The tree is in its subvolume already (the worker is removing the old
+ * one): jobs may use it. */
+bool subvol_pending_swapped(const struct subvol_pending *p);
 int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen);
