@@ -35,11 +35,14 @@ static int put_ascii_escape(struct strbuf *sb, unsigned char c)
 {
         static const char named[] = {
             ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
+        static const char hex[] = "0123456789abcdef";
+        /* written out, not through printf: a page of output may hold a
+         * few hundred newlines */
         if (c == '"' || c == '\\')
-                return strbuf_appendf(sb, "\\%c", c);
+                return strbuf_append(sb, (const char[]){'\\', (char)c}, 2);
         if (c < sizeof(named) && named[c])
-                return strbuf_appendf(sb, "\\%c", named[c]);
-        return strbuf_appendf(sb, "\\u%04x", c);
+                return strbuf_append(sb, (const char[]){'\\', named[c]}, 2);
+        return strbuf_append(sb, (const char[]){'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]}, 6);
 }
 
 static bool ascii_needs_escape(unsigned char c)
