@@ -1,6 +1,7 @@
 /* Whole small files and whole descriptors (see file.h). */
 #include "base/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -90,4 +91,36 @@ int file_mkdir_parents(const char *path, size_t skip)
                 *p = '/';
         }
         return 0;
+}
+
+static int tree_remove_at(int dfd, const char *name, unsigned depth, unsigned max_depth)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+        if (depth >= max_depth)
+                return -ELOOP;
+        if ((st.st_mode & 0700) != 0700 && fchmodat(dfd, name, 0700, 0) < 0)
+                return -errno;
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        int r = 0;
+        for (struct dirent *de; r == 0 && (de = readdir(d));)
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        r = tree_remove_at(dirfd(d), de->d_name, depth + 1, max_depth);
+        closedir(d);
+        if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
+                r = -errno;
+        return r;
+}
+
+int file_tree_remove(int dfd, const char *name, unsigned max_depth)
+{
+        return tree_remove_at(dfd, name, 0, max_depth);
 }

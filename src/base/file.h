@@ -28,3 +28,8 @@ int file_write(const char *path, const char *text, int flags, mode_t mode);
  * 0755), leaving the first skip bytes alone (a prefix known to exist):
  * "/a/b/c" makes /a and /a/b, "/a/b/" all of them. 0 or -errno. */
 int file_mkdir_parents(const char *path, size_t skip);
+/* Remove dfd/name, whatever it is, never following a symbolic link: a
+ * directory depth first (one its owner may not list or enter is opened
+ * up to the owner first), at most max_depth levels down (beyond: -ELOOP).
+ * 0 (also when it is absent) or -errno. */
+int file_tree_remove(int dfd, const char *name, unsigned max_depth);

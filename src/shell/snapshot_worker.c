@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "base/fd.h"
+#include "base/file.h"
 #include "base/util.h"
 #include "ipc/shell_proto.h"
 #include "jail/jail.h"
@@ -327,34 +328,6 @@ static void save_home(struct worker *w)
 
 /* ---- restore: removing and moving trees ----------------------------------- */
 
-/* Remove dfd/name, whatever it is, never following a symlink. */
-static int tree_remove(int dfd, const char *name, unsigned depth)
-{
-        struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : -errno;
-        if (!S_ISDIR(st.st_mode))
-                return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
-        if (depth >= DEPTH_MAX)
-                return -ELOOP;
-        if ((st.st_mode & 0700) != 0700 && fchmodat(dfd, name, 0700, 0) < 0)
-                return -errno;
-        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
-        int r = 0;
-        for (struct dirent *de; r == 0 && (de = readdir(d));)
-                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                        r = tree_remove(dirfd(d), de->d_name, depth + 1);
-        closedir(d);
-        if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
-                r = -errno;
-        return r;
-}
-
 static int copy_in(int src, int dst, const char *name, const struct stat *st, unsigned depth);
 
 /* src/name into dst/name (absent there). Moving a directory to another
@@ -485,7 +458,7 @@ static int merge_one(struct merge *m, int src, int dst, const char *name, unsign
                 return 0;
         if (S_ISDIR(s.st_mode) && S_ISDIR(t.st_mode))
                 return merge_both_dirs(m, src, dst, name, &s, &t, depth);
-        int r = tree_remove(dst, name, 0);
+        int r = file_tree_remove(dst, name, DEPTH_MAX);
         return r < 0 ? r : move_in(src, dst, name, &s);
 }
 
@@ -723,7 +696,7 @@ static void remove_stale(int local)
         }
         for (struct dirent *de; (de = readdir(d));)
                 if (strncmp(de->d_name, SNAP_STAGING_PREFIX, strlen(SNAP_STAGING_PREFIX)) == 0)
-                        tree_remove(local, de->d_name, 0);
+                        file_tree_remove(local, de->d_name, DEPTH_MAX);
         closedir(d);
 }
 
@@ -766,7 +739,7 @@ static void restore_home(struct worker *w)
         if (r == 0 && (r = merge_dir(&m, stage, s->home_fd, 0)) < 0)
                 wfail(w, SNAP_FAILED, "moving the restored files into HOME: %s", strerror(-r));
         if (fchdir(s->home_fd) == 0)
-                tree_remove(local, name, 0);
+                file_tree_remove(local, name, DEPTH_MAX);
 }
 
 _Noreturn void snapshot_worker_main(const struct snap_spec *s)

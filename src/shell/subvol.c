@@ -449,34 +449,6 @@ static int copy_dir(struct copy *c, int src, int dst, size_t plen, unsigned dept
         return r;
 }
 
-/* Remove dfd/name, whatever it is, never following a symlink. */
-static int tree_remove(int dfd, const char *name, unsigned depth)
-{
-        struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : -errno;
-        if (!S_ISDIR(st.st_mode))
-                return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
-        if (depth >= DEPTH_MAX)
-                return -ELOOP;
-        if ((st.st_mode & 0700) != 0700 && fchmodat(dfd, name, 0700, 0) < 0)
-                return -errno;
-        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -errno;
-        }
-        int r = 0;
-        for (struct dirent *de; r == 0 && (de = readdir(d));)
-                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                        r = tree_remove(dirfd(d), de->d_name, depth + 1);
-        closedir(d);
-        if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
-                r = -errno;
-        return r;
-}
-
 static int lock_down(const struct subvol_conv *cv, int dst, int report, const char **step)
 {
         int keep[] = {cv->parent_fd, dst, report};
@@ -547,7 +519,7 @@ static _Noreturn void worker(const struct subvol_conv *cv, const char *tmp, int 
                 goto out;
         }
         /* now tmp names the old tree */
-        r = tree_remove(cv->parent_fd, tmp, 0);
+        r = file_tree_remove(cv->parent_fd, tmp, DEPTH_MAX);
         if (r < 0)
                 cfail(&c, "removing the old tree: %s", strerror(-r));
 out:
