@@ -13,7 +13,8 @@ import time
 import pytest
 import requests
 
-from conftest import LOCKBOXD, daemon_cgroups, processes_in_uid_range, raw_post, scaled
+from conftest import (LOCKBOXD, daemon_cgroups, eventually, processes_in_uid_range, raw_post,
+                      scaled)
 
 
 MARK = "open('/tmp/.running', 'w').close()\n"
@@ -314,17 +315,27 @@ def test_a_message_off_the_menu_ends_the_http_process(lockboxd_factory):
     from conftest import children_of, proc_status
     d = lockboxd_factory()
     http = [k for k in children_of(d.pid) if (proc_status(k) or {}).get("Name") == "lockboxd"][0]
-    # its SEQPACKET unix sockets: the control channel (no log file, no run now)
-    seqpacket = set()
-    with open("/proc/net/unix") as f:
-        for line in f.read().splitlines()[1:]:
-            parts = line.split()
-            if parts[4] == "0005":
-                seqpacket.add(parts[6])
-    ctrl = [int(fd) for fd in os.listdir(f"/proc/{http}/fd")
-            if os.readlink(f"/proc/{http}/fd/{fd}").removeprefix("socket:[").rstrip("]")
-            in seqpacket]
-    assert len(ctrl) == 1, ctrl
+    # its SEQPACKET unix sockets: the control channel (no log file, no run
+    # now); a channel of a passing call may show beside it, or close while
+    # it is looked at: looked at again until the control channel is alone
+    def link(fd):
+        try:
+            return os.readlink(f"/proc/{http}/fd/{fd}")
+        except FileNotFoundError:
+            return ""
+
+    def control_channel():
+        seqpacket = set()
+        with open("/proc/net/unix") as f:
+            for line in f.read().splitlines()[1:]:
+                parts = line.split()
+                if parts[4] == "0005":
+                    seqpacket.add(parts[6])
+        ctrl = [int(fd) for fd in os.listdir(f"/proc/{http}/fd")
+                if link(fd).removeprefix("socket:[").rstrip("]") in seqpacket]
+        assert len(ctrl) == 1, ctrl
+        return ctrl
+    ctrl = eventually(control_channel, scaled(10))
     libc = ctypes.CDLL(None, use_errno=True)
     pidfd = os.pidfd_open(http)
     fd = libc.syscall(438, pidfd, ctrl[0], 0)  # pidfd_getfd
