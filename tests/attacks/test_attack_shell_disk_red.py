@@ -311,10 +311,12 @@ def test_a_forbidden_call_after_the_leader_ended_still_ends_the_job(sh, fork):
     time.sleep(1.5)
     eventually(ended, scaled(10))
     # the call itself failed (EPERM, answered before the kill, as for a
-    # leader's call); it never mounted anything
+    # leader's call); it never mounted anything. The kill may land after
+    # the answer, while the process writes its marker: absent, empty, or
+    # the failure, never a success
     if os.path.exists(marker):
         with open(marker) as f:
-            assert f.read() == "-1 1"
+            assert f.read() in ("", "-1 1")
     assert sh.client.get(job)["done"]
 
 
