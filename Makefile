@@ -118,7 +118,7 @@ unit: $(BUILD)/unit_tests $(BUILD)/zygote_unit_tests $(BUILD)/lockbox
 
 # Every pytest pass prints its 40 slowest steps (setup, call, teardown):
 # the CI log then says where the time went.
-PYTEST   = $(PYTHON) -m pytest -q -p no:cacheprovider --durations=40
+PYTEST   = $(PYTHON) -m pytest -q -p no:cacheprovider -p tests.failedlog --durations=40
 TEST_ENV = LOCKBOXD=$(abspath $(BUILD)/lockboxd) LOCKBOX=$(abspath $(BUILD)/lockbox)
 
 # The suite runs against warm daemons (the default), then again cold.
@@ -176,10 +176,11 @@ LANE_main  := LOCKBOX_TEST_UID_BASE=9500000 LOCKBOX_TEST_NET_OCTET=224
 lane_files  = $(if $(filter lab,$(1)),$(filter $(LAB_FILES),$(2)),$(filter-out $(LAB_FILES),$(2)))
 # $(call lane_pass,LANE,MODE,DIR,FILES)
 lane_pass   = $(if $(call lane_files,$(1),$(4)),LOCKBOX_TEST_MODE=$(2) $(LANE_$(1)) $(TEST_ENV) \
+                LOCKBOX_TEST_FAILED_LOG=$(abspath $(BUILD))/lanes/$@.failed \
                 $(PYTEST) $(if $(filter tests/integration,$(3)),$(ALONE_TESTS:%=--deselect $(3)/%)) \
                 $(addprefix $(3)/,$(call lane_files,$(1),$(4))),@echo "$@: no files")
 
-.PHONY: integration-alone lanes $(foreach l,lab main,lane-$(l)-it lane-$(l)-it-cold lane-$(l)-at lane-$(l)-at-cold)
+.PHONY: integration-alone lanes $(foreach l,lab main,$(foreach p,it it-cold at at-cold,lane-$(l)-$(p) lane-$(l)-$(p)-again))
 integration-alone: all
 	$(TEST_ENV) $(PYTEST) $(addprefix tests/integration/,$(ALONE))
 	LOCKBOX_TEST_MODE=cold $(TEST_ENV) $(PYTEST) \
@@ -187,11 +188,19 @@ integration-alone: all
 
 # Each lane's passes one after the other (order-only prerequisites); the
 # two lanes side by side, each pass's output in one piece when it ends.
+# Then the tests a failed pass named run again, alone, one pass after the
+# other (scripts/rerun-failed): `make lanes` fails if one fails again, or
+# if a failed pass named none; otherwise it passes and names them.
 lanes: all
-	@rm -f $(BUILD)/lanes.failed
+	@rm -rf $(BUILD)/lanes.failed $(BUILD)/lanes && mkdir -p $(BUILD)/lanes
 	@$(MAKE) --no-print-directory -j2 --output-sync=target LANES_FAILED=$(BUILD)/lanes.failed \
 	  lane-lab-at-cold lane-main-at-cold
-	@if [ -s $(BUILD)/lanes.failed ]; then echo "lanes: failed:" $$(cat $(BUILD)/lanes.failed); exit 1; fi
+	@if [ -s $(BUILD)/lanes.failed ]; then \
+	  echo "lanes: failed:" $$(cat $(BUILD)/lanes.failed) "(running their failed tests again, alone)"; \
+	  $(MAKE) --no-print-directory $$(sed 's/$$/-again/' $(BUILD)/lanes.failed) || \
+	    { echo "lanes: failed again alone:" $$(cat $(BUILD)/lanes.failed); exit 1; }; \
+	  echo "lanes: passed; these failed under the lanes' load and passed alone:"; \
+	  cat $(BUILD)/lanes/*.failed | sed 's|^$(CURDIR)/|  |' | sort -u; fi
 # Under `make lanes` a failed pass is noted and its lane goes on (every
 # failure shows in one run); alone, a lane-* target fails as it is.
 define lane_rules
@@ -203,7 +212,18 @@ lane-$(1)-at: all | lane-$(1)-it-cold
 	$$(call lane_pass,$(1),warm,tests/attacks,$$(AT_FILES))$$(lane_note)
 lane-$(1)-at-cold: all | lane-$(1)-at
 	$$(call lane_pass,$(1),cold,tests/attacks,$$(AT_COLD))$$(lane_note)
+lane-$(1)-it-again:
+	$$(call again_pass,$(1),warm)
+lane-$(1)-it-cold-again:
+	$$(call again_pass,$(1),cold)
+lane-$(1)-at-again:
+	$$(call again_pass,$(1),warm)
+lane-$(1)-at-cold-again:
+	$$(call again_pass,$(1),cold)
 endef
+# $(call again_pass,LANE,MODE) in lane-*-again: the pass's failed tests
+again_pass  = LOCKBOX_TEST_MODE=$(2) $(LANE_$(1)) $(TEST_ENV) \
+                $(PYTHON) scripts/rerun-failed $(@:-again=) $(BUILD)/lanes/$(@:-again=).failed
 lane_note = $(if $(LANES_FAILED), || echo $@ >>$(LANES_FAILED))
 $(foreach l,lab main,$(eval $(call lane_rules,$(l))))
 

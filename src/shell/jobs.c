@@ -181,6 +181,7 @@ struct conversion {
         struct watch w;
         int64_t deadline_ms;
         bool removing; /* moved in at its deadline: the old tree's removal goes on */
+        bool killed;   /* past its (last) deadline: its end is awaited */
         int result;    /* once over: 0, or -errno with err */
         char err[300];
         unsigned waiters;
@@ -1167,13 +1168,13 @@ static void conversion_resume(struct conversion *cv)
         }
 }
 
-/* The worker is done (or, kill, out of time): how it went is kept for
- * the runs waiting, which start over now. */
-static void conversion_end(struct conversion *cv, bool kill)
+/* The worker is done (killed at its deadline, or not): how it went is
+ * kept for the runs waiting, which start over now. */
+static void conversion_end(struct conversion *cv)
 {
         struct shell *sh = cv->sh;
         loop_unwatch(sh->loop, subvol_pending_fd(cv->p));
-        cv->result = subvol_convert_finish(cv->p, kill, cv->err, sizeof(cv->err));
+        cv->result = subvol_convert_finish(cv->p, false, cv->err, sizeof(cv->err));
         cv->p = NULL;
         if (cv->result < 0)
                 log_warn(NULL, "shell.subvol_convert_failed", "tree=%s error=%s", log_q(cv->path),
@@ -1183,14 +1184,20 @@ static void conversion_end(struct conversion *cv, bool kill)
 }
 
 /* Its deadline: a worker still copying is killed (the tree is left as it
- * was); one that moved the tree in already is only removing the old one,
- * which it may go on with (killed, it would leave that tree behind, a
- * plain directory no sweep can tell from a job's): the runs start over
- * now, finding the subvolume, and set its limit. */
+ * was), and its end, on the loop, ends the conversion; one that moved the
+ * tree in already is only removing the old one, which it may go on with
+ * (killed, it would leave that tree behind, a plain directory no sweep can
+ * tell from a job's): the runs start over now, finding the subvolume, and
+ * set its limit. */
 static void conversion_deadline(struct conversion *cv, int64_t now)
 {
+        if (cv->killed)
+                return;
         if (cv->removing || !subvol_pending_swapped(cv->p)) {
-                conversion_end(cv, true);
+                cv->killed = true;
+                subvol_convert_kill(cv->p);
+                log_info(NULL, "shell.subvol_killed", "tree=%s removing=%s", log_q(cv->path),
+                         cv->removing ? "yes" : "no");
                 return;
         }
         cv->removing = true;
@@ -1201,7 +1208,7 @@ static void conversion_deadline(struct conversion *cv, int64_t now)
 
 static void on_conversion_exit(void *data, uint32_t events)
 {
-        conversion_end(data, false);
+        conversion_end(data);
 }
 
 /* The tree path (rel beneath shell.home) bounded to limit bytes (its
@@ -1280,7 +1287,8 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
                 cv->next = sh->conversions;
                 sh->conversions = cv;
                 if (r < 0) { /* no watch: ended at once */
-                        conversion_end(cv, true);
+                        subvol_convert_kill(p);
+                        conversion_end(cv);
                         snprintf(err, sizeof(err), "watching its worker: %s", strerror(-r));
                 } else {
                         *ret_conv = cv;

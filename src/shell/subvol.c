@@ -568,6 +568,7 @@ struct subvol_pending {
         uint64_t limit;
         int timeout_ms;
         int64_t t0;
+        bool killed; /* at its deadline */
 };
 
 static struct subvol_pending *pending_free(struct subvol_pending *p)
@@ -657,11 +658,19 @@ bool subvol_pending_swapped(const struct subvol_pending *p)
                now.st_ino == p->made.st_ino;
 }
 
+void subvol_convert_kill(struct subvol_pending *p)
+{
+        if (!p->killed)
+                syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+        p->killed = true;
+}
+
 int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen)
 {
         int status = 0;
         if (kill)
-                syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+                subvol_convert_kill(p);
+        kill = p->killed;
         waitpid(p->pid, &status, 0);
         char msg[256] = "";
         ssize_t n = read(p->report_r, msg, sizeof(msg) - 1);

@@ -55,10 +55,12 @@ struct subvol_conv {
  *
  * Asynchronous, in two calls: subvol_convert_start starts the worker (0
  * and *ret, or -errno with err saying why); once the worker's pidfd
- * (subvol_pending_fd) is readable, or once c->timeout_ms passed (kill:
- * the worker is killed first), subvol_convert_finish does the rest and
+ * (subvol_pending_fd) is readable, subvol_convert_finish does the rest and
  * frees *ret: 0, or -errno with err saying why (the tree is then left as
- * it was). */
+ * it was). Past c->timeout_ms the caller kills the worker with
+ * subvol_convert_kill and waits for the pidfd as before (a worker in the
+ * middle of a file system call may take a while to die: nobody blocks on
+ * it); subvol_convert_finish with kill does both, blocking (at a stop). */
 struct subvol_pending;
 int subvol_convert_start(const struct subvol_conv *c, struct subvol_pending **ret, char *err,
                          size_t errlen);
@@ -66,4 +68,5 @@ int subvol_pending_fd(const struct subvol_pending *p);
 /* The tree is in its subvolume already (the worker is removing the old
  * one): jobs may use it. */
 bool subvol_pending_swapped(const struct subvol_pending *p);
+void subvol_convert_kill(struct subvol_pending *p);
 int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen);

@@ -234,41 +234,48 @@ def test_a_huge_tree_stalls_the_jailer_no_longer_than_the_bound_and_stays(sh):
     t0 = time.monotonic()
     try:
         try:
-            r = sh.client.run("echo first", env={"HOME": h}, mode="stdio", timeout=5,
-                              http_timeout=scaled(60))
-            refused = None
-        except ShellError as e:
-            refused = e
-        took = time.monotonic() - t0
-    finally:
-        stop.set()
-        p.join()
-    print(f"first run {took:.1f} s, longest list {max(stalls):.1f} s over {len(stalls)} calls;"
-          f" {refused or 'converted'}")
-    assert took < 10 + scaled(5), took
-    # the run waits for the worker, the jailer does not: other calls go on
-    assert max(stalls) < scaled(3), stalls
-    if refused:
-        assert (refused.status, refused.code) == (500, "disk_bound_failed"), refused
-        assert "longer than" in str(refused), refused
-        assert os.stat(h).st_ino != 256 and len(os.listdir(f"{h}/d")) == n
-    else:
-        assert os.stat(h).st_ino == 256 and len(os.listdir(f"{h}/d")) == n
-    left = leftovers(sh)
-    if left and not refused:
-        # moved in near the bound: the worker, killed at it, had not yet
-        # removed the old tree, which stays under the temporary name
-        run(sh, f"rm -rf {h} {' '.join(left)} && echo gone", deadline=120)
-        pytest.xfail(f"finding: the old tree left as {left[0]} (its removal cut at 10 s)")
-    assert not left, left
-    assert subvolumes(sh) == before_sub + ([] if refused else [os.path.relpath(h, sh.home)])
+            try:
+                r = sh.client.run("echo first", env={"HOME": h}, mode="stdio", timeout=5,
+                                  http_timeout=scaled(60))
+                refused = None
+            except ShellError as e:
+                refused = e
+            took = time.monotonic() - t0
+        finally:
+            stop.set()
+            p.join()
+        events = [ln for ln in sh.log.splitlines() if "shell.subvol" in ln]
+        said = (f"first run {took:.1f} s, longest list {max(stalls):.1f} s over {len(stalls)}"
+                f" calls; {refused or 'converted'}; the log: {events[-6:]}")
+        print(said)
+        assert took < 10 + scaled(8), said
+        # the run waits for the worker, the jailer does not: other calls go
+        # on (before, a list waited 8-10 s: all of the copy)
+        assert max(stalls) < scaled(5), said
+        if refused:
+            assert (refused.status, refused.code) == (500, "disk_bound_failed"), said
+            assert "longer than" in str(refused), said
+            assert os.stat(h).st_ino != 256 and len(os.listdir(f"{h}/d")) == n
+        else:
+            assert os.stat(h).st_ino == 256 and len(os.listdir(f"{h}/d")) == n
+        left = leftovers(sh)
+        if left and not refused:
+            # moved in near the bound: the worker, killed at it, had not yet
+            # removed the old tree, which stays under the temporary name
+            pytest.xfail(f"finding: the old tree left as {left[0]} (its removal cut at 10 s)")
+        assert not left, left
+        assert subvolumes(sh) == before_sub + ([] if refused else [os.path.relpath(h, sh.home)])
 
-    def no_group_left():
-        now = set(qgroups(sh))
-        assert now - before_q <= ({f"0/{rootid(h)}"} if not refused else set()), (now, before_q)
-    eventually(no_group_left, scaled(10))
-    r, out = run(sh, f"rm -rf {h} && echo gone", deadline=120)
-    assert out == "gone\n", (r, out)
+        def no_group_left():
+            now = set(qgroups(sh))
+            assert now - before_q <= ({f"0/{rootid(h)}"} if not refused else set()), (now, before_q)
+        eventually(no_group_left, scaled(10))
+    finally:
+        # whatever happened: 200,000 files left behind would fill the
+        # snapshots and walks of every later case
+        gone = " ".join([h] + leftovers(sh))
+        r, out = run(sh, f"rm -rf {gone} && echo gone", deadline=180)
+        assert out == "gone\n", (r, out)
 
 
 # ------------------------------------------------------------ the keeper

@@ -1,5 +1,8 @@
 """Per-run limits on a daemon with small ones (worker_timeout 2 s, memory
-128M, output 64K): the sandbox ends the run, says why, and keeps serving."""
+128M, output 64K): the sandbox ends the run, says why, and keeps serving.
+The memory bombs run on a daemon with the same memory bound and a long
+timeout: on a loaded machine filling 128M can take longer than 2 s, and
+the verdict would then be the timeout's."""
 import textwrap
 import time
 
@@ -14,6 +17,12 @@ MEMORY_CAP = 128 * 1024 * 1024
 @pytest.fixture(scope="module")
 def small(module_daemon_factory):
     return module_daemon_factory(worker_timeout=2, max_workers=2,
+                                 limits={"memory": "128M", "output": "64K"})
+
+
+@pytest.fixture(scope="module")
+def bombs(module_daemon_factory):
+    return module_daemon_factory(worker_timeout=30, max_workers=2,
                                  limits={"memory": "128M", "output": "64K"})
 
 
@@ -56,8 +65,8 @@ def test_run_just_under_the_timeout_completes(small):
     assert d["stdout"] == "made it\n" and d["exit_code"] == 0 and d["status"] == "ok"
 
 
-def test_memory_bomb(small):
-    r, elapsed = timed_run(small, code("""
+def test_memory_bomb(bombs):
+    r, elapsed = timed_run(bombs, code("""
         print('start', flush=True)
         x = []
         while True:
@@ -70,13 +79,13 @@ def test_memory_bomb(small):
     assert d["stdout"] == "start\n"
     assert d["error"].startswith("process exited with code -1\nerror: memory limit exceeded\n"), d
     assert d["memory_peak_bytes"] <= MEMORY_CAP * 1.05, d
-    assert elapsed < scaled(6.0)
-    small.assert_idle()
-    small.assert_serving()
+    assert elapsed < scaled(20.0)  # the memory bound ended it, not the timeout
+    bombs.assert_idle()
+    bombs.assert_serving()
 
 
-def test_memory_bomb_in_a_thread(small):
-    d = small.run_data(code("""
+def test_memory_bomb_in_a_thread(bombs):
+    d = bombs.run_data(code("""
         import threading
         def eat():
             x = []
@@ -89,8 +98,8 @@ def test_memory_bomb_in_a_thread(small):
     assert "error: memory limit exceeded" in d["error"]
 
 
-def test_memory_under_the_limit_works(small):
-    d = small.run_data("x = bytearray(60 * 1024 * 1024)\nprint(len(x))")
+def test_memory_under_the_limit_works(bombs):
+    d = bombs.run_data("x = bytearray(60 * 1024 * 1024)\nprint(len(x))")
     assert d["stdout"] == f"{60 * 1024 * 1024}\n", d
     assert d["exit_code"] == 0
     assert d["memory_peak_bytes"] >= 60 * 1024 * 1024, d
@@ -130,19 +139,19 @@ def test_limits_config_does_not_leak_between_runs(small):
     assert (d["stdout"], d["exit_code"], d["status"]) == ("clean\n", 0, "ok")
 
 
-def test_memory_bomb_does_not_disturb_a_neighbour(small):
+def test_memory_bomb_does_not_disturb_a_neighbour(bombs):
     """max_workers 2: a memory bomb and a normal run side by side."""
     import threading
     out = {}
 
     def bomb():
-        out["bomb"] = small.run("x = []\nwhile True: x.append(bytearray(10**7))",
-                                session=small.new_session())
+        out["bomb"] = bombs.run("x = []\nwhile True: x.append(bytearray(10**7))",
+                                session=bombs.new_session())
 
     t = threading.Thread(target=bomb)
     t.start()
-    d = small.run_data("import time\ntime.sleep(0.5)\nprint(sum(range(1000)))")
-    t.join(30)
+    d = bombs.run_data("import time\ntime.sleep(0.5)\nprint(sum(range(1000)))")
+    t.join(60)
     assert d["stdout"] == "499500\n" and d["status"] == "ok", d
     assert out["bomb"]["data"]["status"] == "memory_limit", out
 

@@ -27,13 +27,14 @@ struct test_case {
         const char *name;
         const char *file;
         test_fn fn;
+        unsigned seconds; /* 0: the runner's timeout */
 };
 
 static struct test_case *cases;
 static size_t n_cases, cap_cases;
 bool test_failed;
 
-void test_register(const char *name, test_fn fn, const char *file)
+void test_register_slow(const char *name, test_fn fn, const char *file, unsigned seconds)
 {
         if (n_cases == cap_cases) {
                 size_t ncap = cap_cases ? cap_cases * 2 : 256;
@@ -47,7 +48,12 @@ void test_register(const char *name, test_fn fn, const char *file)
                 cases = n;
                 cap_cases = ncap;
         }
-        cases[n_cases++] = (struct test_case){name, file, fn};
+        cases[n_cases++] = (struct test_case){name, file, fn, seconds};
+}
+
+void test_register(const char *name, test_fn fn, const char *file)
+{
+        test_register_slow(name, fn, file, 0);
 }
 
 void test_fail(const char *file, int line, const char *fmt, ...)
@@ -147,7 +153,8 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n_cases; i++) {
                 if (argc > 1 && !strstr(cases[i].name, argv[1]))
                         continue;
-                int r = run_case(&cases[i], timeout);
+                int r = run_case(&cases[i], cases[i].seconds > timeout ? cases[i].seconds
+                                                                       : timeout);
                 if (r == 0) {
                         passed++;
                 } else if (r > 0) {

@@ -13,6 +13,9 @@
 
 typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn, const char *file);
+/* As test_register, for a case that may take up to seconds (more than the
+ * runner's 10 s: a job that starts an interpreter twice, on a slow guest). */
+void test_register_slow(const char *name, test_fn fn, const char *file, unsigned seconds);
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Descriptors open in this process (for "nothing leaked" checks), or -1. */
@@ -38,6 +41,15 @@ bool test_skip_unless_root(const char *why);
         __attribute__((constructor)) static void test_reg_##name(void)                             \
         {                                                                                          \
                 test_register(#name, test_##name, __FILE__);                                       \
+        }                                                                                          \
+        static void test_##name(void)
+
+/* A case given seconds (rather than 10) to end; as TEST otherwise. */
+#define TEST_SLOW(name, seconds)                                                                   \
+        static void test_##name(void);                                                             \
+        __attribute__((constructor)) static void test_reg_##name(void)                             \
+        {                                                                                          \
+                test_register_slow(#name, test_##name, __FILE__, seconds);                         \
         }                                                                                          \
         static void test_##name(void)
 

@@ -403,7 +403,8 @@ TEST(shell_jail_python_threads_subprocess_and_asyncio)
         EXPECT_STR_EQ(job.out, "py 328350 sub aio\n");
 }
 
-TEST(shell_jail_python_venv_and_pip)
+/* a venv's pip starts a second interpreter that imports much: 3-9 s here */
+TEST_SLOW(shell_jail_python_venv_and_pip, 30)
 {
         REQUIRE_ROOT("the job runs as another UID in a PID namespace of its own");
         run_script_ok(&job, "set -e\n"
