@@ -153,8 +153,8 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n_cases; i++) {
                 if (argc > 1 && !strstr(cases[i].name, argv[1]))
                         continue;
-                int r = run_case(&cases[i], cases[i].seconds > timeout ? cases[i].seconds
-                                                                       : timeout);
+                int r =
+                    run_case(&cases[i], cases[i].seconds > timeout ? cases[i].seconds : timeout);
                 if (r == 0) {
                         passed++;
                 } else if (r > 0) {
