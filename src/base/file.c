@@ -93,6 +93,33 @@ int file_mkdir_parents(const char *path, size_t skip)
         return 0;
 }
 
+int file_dir_each(int fd, int (*fn)(int dfd, const char *name, void *data), void *data)
+{
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                int r = fd < 0 ? -EBADF : -errno;
+                safe_close(fd);
+                return r;
+        }
+        int r = 0;
+        for (struct dirent *de; r == 0 && (errno = 0, de = readdir(d));)
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        r = fn(dirfd(d), de->d_name, data);
+        if (r == 0 && errno)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
+static int tree_remove_at(int dfd, const char *name, unsigned depth, unsigned max_depth);
+
+/* depths: {this entry's depth, the most} */
+static int remove_entry(int dfd, const char *name, void *depths)
+{
+        const unsigned *dp = depths;
+        return tree_remove_at(dfd, name, dp[0], dp[1]);
+}
+
 static int tree_remove_at(int dfd, const char *name, unsigned depth, unsigned max_depth)
 {
         struct stat st;
@@ -105,16 +132,10 @@ static int tree_remove_at(int dfd, const char *name, unsigned depth, unsigned ma
         if ((st.st_mode & 0700) != 0700 && fchmodat(dfd, name, 0700, 0) < 0)
                 return -errno;
         int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
+        if (fd < 0)
                 return -errno;
-        }
-        int r = 0;
-        for (struct dirent *de; r == 0 && (de = readdir(d));)
-                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                        r = tree_remove_at(dirfd(d), de->d_name, depth + 1, max_depth);
-        closedir(d);
+        unsigned depths[2] = {depth + 1, max_depth};
+        int r = file_dir_each(fd, remove_entry, depths);
         if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
                 r = -errno;
         return r;

@@ -33,3 +33,7 @@ int file_mkdir_parents(const char *path, size_t skip);
  * up to the owner first), at most max_depth levels down (beyond: -ELOOP).
  * 0 (also when it is absent) or -errno. */
 int file_tree_remove(int dfd, const char *name, unsigned max_depth);
+/* fn(dirfd, name, data) for each entry of the directory open at fd
+ * (taken: closed here), "." and ".." aside, until one returns non-zero:
+ * that, or -errno when the directory cannot be listed, or 0. */
+int file_dir_each(int fd, int (*fn)(int dfd, const char *name, void *data), void *data);

@@ -1208,6 +1208,38 @@ int policy_build_shell(const struct policy_shell_opts *o, struct policy_prog *re
         return r;
 }
 
+/* Each of names this kernel knows gets action (the others are left out). */
+static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n)
+{
+        int r = 0;
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                int nr = seccomp_syscall_resolve_name(names[i]);
+                if (nr >= 0)
+                        r = seccomp_rule_add(ctx, action, nr, 0);
+        }
+        return r;
+}
+
+/* A filter of lockbox's own processes: a call off its list fails with
+ * ENOSYS (as one this kernel lacks), another architecture's kills. */
+static scmp_filter_ctx deny_by_default(int *r)
+{
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+        *r = ctx ? seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) : -ENOMEM;
+        return ctx;
+}
+
+/* Its end, if r says all went well: the kill list, then the program. */
+static int kill_list_and_export(scmp_filter_ctx ctx, int r, struct policy_prog *ret)
+{
+        if (r >= 0)
+                r = add_names(ctx, SCMP_ACT_KILL_PROCESS, kill_names, ELEMENTSOF(kill_names));
+        if (r >= 0)
+                r = export_prog(ctx, ret);
+        seccomp_release(ctx);
+        return r;
+}
+
 /* What the HTTP process (libmicrohttpd's threads, jansson, libyaml, glibc)
  * calls once it has confined itself; anything else fails with ENOSYS, and
  * the runs' kill list, exec and new processes kill it. */
@@ -1302,15 +1334,12 @@ int policy_build_server(struct policy_prog *ret)
 {
         /* off the list: ENOSYS, as for a call this kernel lacks (and what
          * clone3 needs, see below); the argument rules answer EPERM */
-        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+        int r;
+        scmp_filter_ctx ctx = deny_by_default(&r);
         if (!ctx)
-                return -ENOMEM;
-        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(server_names); i++) {
-                int nr = seccomp_syscall_resolve_name(server_names[i]);
-                if (nr >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-        }
+                return r;
+        if (r >= 0)
+                r = add_names(ctx, SCMP_ACT_ALLOW, server_names, ELEMENTSOF(server_names));
         /* the runs' argument rules where they fit (terminal ioctls and fd
          * flags only; reading limits only; signals to itself only), and
          * sockets of the families it uses (clients, DNS upstreams,
@@ -1341,19 +1370,10 @@ int policy_build_server(struct policy_prog *ret)
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name("prctl"), 1,
                                      SCMP_A0_64(SCMP_CMP_EQ, PR_SET_NAME));
-        const char *fatal[] = {"execve", "execveat", "fork", "vfork"};
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fatal); i++)
-                r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS,
-                                     seccomp_syscall_resolve_name(fatal[i]), 0);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
-                int nr = seccomp_syscall_resolve_name(kill_names[i]);
-                if (nr >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
-        }
+        static const char *const fatal[] = {"execve", "execveat", "fork", "vfork"};
         if (r >= 0)
-                r = export_prog(ctx, ret);
-        seccomp_release(ctx);
-        return r;
+                r = add_names(ctx, SCMP_ACT_KILL_PROCESS, fatal, ELEMENTSOF(fatal));
+        return kill_list_and_export(ctx, r, ret);
 }
 
 /* The snapshot worker's (src/shell/snapshot_worker.c), deny by default:
@@ -1438,24 +1458,13 @@ static const char *const snapshot_names[] = {
 
 int policy_build_snapshot(struct policy_prog *ret)
 {
-        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+        int r;
+        scmp_filter_ctx ctx = deny_by_default(&r);
         if (!ctx)
-                return -ENOMEM;
-        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(snapshot_names); i++) {
-                int nr = seccomp_syscall_resolve_name(snapshot_names[i]);
-                if (nr >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-        }
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
-                int nr = seccomp_syscall_resolve_name(kill_names[i]);
-                if (nr >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
-        }
+                return r;
         if (r >= 0)
-                r = export_prog(ctx, ret);
-        seccomp_release(ctx);
-        return r;
+                r = add_names(ctx, SCMP_ACT_ALLOW, snapshot_names, ELEMENTSOF(snapshot_names));
+        return kill_list_and_export(ctx, r, ret);
 }
 
 /* The subvolume worker's (src/shell/subvol.c): the snapshot worker's
@@ -1466,33 +1475,21 @@ static const char *const subvol_names[] = {"flistxattr", "fgetxattr", "fsetxattr
 
 int policy_build_subvol(struct policy_prog *ret)
 {
-        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+        int r;
+        scmp_filter_ctx ctx = deny_by_default(&r);
         if (!ctx)
-                return -ENOMEM;
-        int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(snapshot_names); i++) {
-                int nr = seccomp_syscall_resolve_name(snapshot_names[i]);
-                if (nr >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-        }
+                return r;
+        if (r >= 0)
+                r = add_names(ctx, SCMP_ACT_ALLOW, snapshot_names, ELEMENTSOF(snapshot_names));
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
                                      SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffff, (uint64_t)FICLONE));
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknodat), 1,
                                      SCMP_A2_32(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFIFO));
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(subvol_names); i++)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW,
-                                     seccomp_syscall_resolve_name(subvol_names[i]), 0);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kill_names); i++) {
-                int nr = seccomp_syscall_resolve_name(kill_names[i]);
-                if (nr >= 0)
-                        r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 0);
-        }
         if (r >= 0)
-                r = export_prog(ctx, ret);
-        seccomp_release(ctx);
-        return r;
+                r = add_names(ctx, SCMP_ACT_ALLOW, subvol_names, ELEMENTSOF(subvol_names));
+        return kill_list_and_export(ctx, r, ret);
 }
 
 int policy_build_zygote(struct policy_prog *ret)

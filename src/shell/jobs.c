@@ -55,6 +55,7 @@
 #define NOFILE 4096
 #define CONVERT_TIMEOUT_MS 10000 /* a tree moved into its subvolume (its run waits) */
 #define REMOVE_TIMEOUT_MS 300000 /* then the old tree's removal (nobody waits) */
+#define CONTROL_WAIT_MS 10000    /* a move waits this long for control jobs to end */
 
 /* pidfd_send_signal to the process group of the pidfd's process (Linux
  * 6.9); older headers lack it */
@@ -200,6 +201,7 @@ struct call {
         bool delete_after;       /* a forced DELETE waiting for its terminate */
         int blobfd;              /* CALL_CONVERT: the run's request, for its start over */
         struct conversion *conv; /* CALL_CONVERT: what it waits for */
+        int64_t parked_ms;       /* CALL_CONVERT: when the run first waited, or 0 */
 };
 
 struct shell {
@@ -1127,6 +1129,18 @@ static bool tree_in_use(const struct shell *sh, const char *path, bool workspace
         return false;
 }
 
+/* A control job (HOME shell.home: it may write anywhere below it) whose
+ * script or processes live: a tree moved meanwhile could lose what it
+ * writes into the old copy (by an open file, a cwd inside, or a path
+ * walked before the exchange), removed with it. */
+static const struct job *control_live(const struct shell *sh)
+{
+        for (const struct job *j = sh->jobs; j; j = j->next)
+                if (j->home && strcmp(j->home, sh->cfg->shell_home) == 0 && job_holds_trees(j))
+                        return j;
+        return NULL;
+}
+
 /* ---- trees moved into subvolumes ------------------------------------- */
 
 static struct conversion *conversion_find(struct shell *sh, const char *path)
@@ -1216,9 +1230,13 @@ static void on_conversion_exit(void *data, uint32_t events)
  * (the setting may have changed, or be 0: no limit); a directory is moved
  * into one (subvol.c) unless in use (then it stays unbounded this time,
  * said in the log): -EINPROGRESS and *ret_conv, the conversion the run
- * waits for (also one of a tree holding or held by this one). */
+ * waits for (also one of a tree holding or held by this one), or NULL: a
+ * snapshot at work, or (may_wait) a control job alive, which the move
+ * waits for (past that, the tree stays unbounded this time, said in the
+ * log, as a tree in use does). */
 static int bound_tree(struct shell *sh, const char *path, const char *rel, int64_t limit,
-                      const char *what, char *why, size_t whylen, struct conversion **ret_conv)
+                      const char *what, bool may_wait, char *why, size_t whylen,
+                      struct conversion **ret_conv)
 {
         if (!sh->bounds || strcmp(rel, ".") == 0)
                 return 0;
@@ -1255,6 +1273,17 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
         if (tree_in_use(sh, path, strcmp(what, "shell.workspace_disk") == 0)) {
                 log_warn(NULL, "shell.subvol_in_use", "tree=%s: in use, left unbounded (%s)",
                          log_q(path), what);
+                return 0;
+        }
+        const struct job *ctl = control_live(sh);
+        if (ctl && may_wait) {
+                *ret_conv = NULL;
+                return -EINPROGRESS;
+        }
+        if (ctl) {
+                log_warn(NULL, "shell.subvol_in_use",
+                         "tree=%s: control job %s still runs after %d ms, left unbounded (%s)",
+                         log_q(path), ctl->id, CONTROL_WAIT_MS, what);
                 return 0;
         }
         char parent[PATH_MAX];
@@ -1305,7 +1334,17 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
         return r;
 }
 
-static int job_paths(struct shell *sh, struct run_text *t, const char *session,
+/* The moving conversion (copying, not yet exchanged) a control job's
+ * start waits for, or NULL. */
+static struct conversion *copying(struct shell *sh)
+{
+        for (struct conversion *cv = sh->conversions; cv; cv = cv->next)
+                if (cv->p && !cv->removing && !subvol_pending_swapped(cv->p))
+                        return cv;
+        return NULL;
+}
+
+static int job_paths(struct shell *sh, struct run_text *t, const char *session, bool may_wait,
                      struct jail_view_rw *rw, size_t *n_rw, char *why, size_t whylen,
                      struct conversion **conv)
 {
@@ -1352,8 +1391,10 @@ static int job_paths(struct shell *sh, struct run_text *t, const char *session,
                          t->cwd);
                 return cwd_fd;
         }
+        if (strcmp(rel_home, ".") == 0 && sh->bounds && (*conv = copying(sh)))
+                return -EINPROGRESS; /* a control job starts once no tree is half moved */
         if ((r = bound_tree(sh, t->home, rel_home, sh->cfg->shell_binding_disk_bytes,
-                            "shell.binding_disk", why, whylen, conv)) < 0)
+                            "shell.binding_disk", may_wait, why, whylen, conv)) < 0)
                 return r;
         int home_fd = detached(sh, rel_home);
         if (home_fd < 0) {
@@ -1393,7 +1434,7 @@ static int job_paths(struct shell *sh, struct run_text *t, const char *session,
         const char *rel_ws;
         under_home(home, ws, &rel_ws);
         if ((r = bound_tree(sh, ws, rel_ws, sh->cfg->shell_workspace_disk_bytes,
-                            "shell.workspace_disk", why, whylen, conv)) < 0)
+                            "shell.workspace_disk", may_wait, why, whylen, conv)) < 0)
                 return r;
         int ws_fd = detached(sh, rel_ws);
         if (ws_fd < 0) {
@@ -1745,8 +1786,12 @@ static void do_run(struct call *c, int blobfd)
                 goto out;
         }
         struct conversion *conv = NULL;
-        if ((r = job_paths(sh, &t, c->req.session_id, rw, &n_rw, why, sizeof(why), &conv)) < 0) {
+        bool may_wait = !c->parked_ms || monotonic_ms() - c->parked_ms < CONTROL_WAIT_MS;
+        if ((r = job_paths(sh, &t, c->req.session_id, may_wait, rw, &n_rw, why, sizeof(why),
+                           &conv)) < 0) {
                 if (r == -EINPROGRESS) {
+                        if (!c->parked_ms)
+                                c->parked_ms = monotonic_ms();
                         /* a tree of the job is being moved into its
                          * subvolume: the run starts over once it is */
                         if ((c->blobfd = fcntl(blobfd, F_DUPFD_CLOEXEC, 3)) < 0) {
@@ -1757,7 +1802,7 @@ static void do_run(struct call *c, int blobfd)
                         c->conv = conv;
                         if (conv)
                                 conv->waiters++;
-                        else /* a snapshot at work: again shortly */
+                        else /* a snapshot at work, a control job: again shortly */
                                 c->next_ms = monotonic_ms() + POLL_FIRST_MS * 4;
                         goto out;
                 }

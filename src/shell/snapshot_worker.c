@@ -462,23 +462,29 @@ static int merge_one(struct merge *m, int src, int dst, const char *name, unsign
         return r < 0 ? r : move_in(src, dst, name, &s);
 }
 
+struct merge_at {
+        struct merge *m;
+        int src, dst;
+        unsigned depth;
+};
+
+static int merge_entry(int dfd, const char *name, void *data)
+{
+        const struct merge_at *at = data;
+        (void)dfd; /* the same directory as at->src */
+        return merge_one(at->m, at->src, at->dst, name, at->depth);
+}
+
 static int merge_dir(struct merge *m, int src, int dst, unsigned depth)
 {
         /* opened again, not duplicated: btrfs lists only the entries a
          * directory had when its file was opened, and the staging
          * directory was opened before the archive was unpacked in it */
         int fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
+        if (fd < 0)
                 return -errno;
-        }
-        int r = 0;
-        for (struct dirent *de; r == 0 && (de = readdir(d));)
-                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                        r = merge_one(m, src, dst, de->d_name, depth);
-        closedir(d);
-        return r;
+        struct merge_at at = {m, src, dst, depth};
+        return file_dir_each(fd, merge_entry, &at);
 }
 
 /* ---- restore: reading and checking the archive ---------------------------- */

@@ -419,34 +419,35 @@ static int copy_one(struct copy *c, int src, int dst, const char *name, size_t p
         return 0;
 }
 
+struct copy_at {
+        struct copy *c;
+        int dst;
+        size_t plen;
+        unsigned depth;
+};
+
+static int copy_entry(int src, const char *name, void *data)
+{
+        const struct copy_at *a = data;
+        struct copy *c = a->c;
+        size_t n = strlen(name), at = a->plen ? a->plen + 1 : 0;
+        if (at + n >= sizeof(c->path))
+                return cfail(c, "a path is longer than %d bytes", PATH_MAX);
+        if (a->plen)
+                c->path[a->plen] = '/';
+        memcpy(c->path + at, name, n + 1);
+        int r = copy_one(c, src, a->dst, name, at + n, a->depth);
+        c->path[a->plen] = '\0';
+        return r;
+}
+
 /* src (taken) to dst: the directory at c->path[0, plen). */
 static int copy_dir(struct copy *c, int src, int dst, size_t plen, unsigned depth)
 {
-        DIR *d = fdopendir(src);
-        if (!d) {
-                close(src);
-                return cfail(c, "%s: %s", plen ? c->path : ".", strerror(errno));
-        }
-        int r = 0;
-        for (struct dirent *de; r == 0 && (errno = 0, de = readdir(d));) {
-                const char *name = de->d_name;
-                if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-                        continue;
-                size_t n = strlen(name), at = plen ? plen + 1 : 0;
-                if (at + n >= sizeof(c->path)) {
-                        r = cfail(c, "a path is longer than %d bytes", PATH_MAX);
-                        break;
-                }
-                if (plen)
-                        c->path[plen] = '/';
-                memcpy(c->path + at, name, n + 1);
-                r = copy_one(c, dirfd(d), dst, name, at + n, depth);
-                c->path[plen] = '\0';
-        }
-        if (r == 0 && errno)
-                r = cfail(c, "listing %s: %s", plen ? c->path : ".", strerror(errno));
-        closedir(d);
-        return r;
+        struct copy_at at = {c, dst, plen, depth};
+        int r = file_dir_each(src, copy_entry, &at);
+        /* a message of an entry's, if it has one, is kept */
+        return r < 0 ? cfail(c, "listing %s: %s", plen ? c->path : ".", strerror(-r)) : 0;
 }
 
 static int lock_down(const struct subvol_conv *cv, int dst, int report, const char **step)

@@ -16,38 +16,21 @@ import uuid
 import pytest
 
 from attacklib import src
-from conftest import ShellError, scaled, start_shell_daemon, stop_shell_daemon
+from conftest import job_stderr as stderr_of
+from conftest import ShellError, module_shell_fixtures, scaled
 
 MIB = 1 << 20
 SHELL = {"disk_size": "256M", "binding_disk": "16M", "workspace_disk": "24M", "max_jobs": 8,
          "processes": 32, "memory": "128M"}
 
 
-@pytest.fixture(scope="module")
-def _diskd(_session_tmp):
-    d = start_shell_daemon(_session_tmp, SHELL, enable_network=False)
-    try:
-        yield d
-    finally:
-        stop_shell_daemon(d)
-
-
-@pytest.fixture
-def sh(_diskd):
-    yield _diskd
-    assert _diskd.proc.poll() is None, f"lockboxd died:\n{_diskd.log[-4000:]}"
-    _diskd.shell_reset()
+_module_shelld, sh = module_shell_fixtures(SHELL, enable_network=False)
 
 
 def run(d, script, h=None, cwd=None):
     env = {"HOME": h} if h else None
     return d.client.run_to_end(src(script), cwd=cwd, env=env, mode="stdio",
                                deadline=scaled(30))
-
-
-def stderr_of(d, job_id):
-    with open(os.path.join(d.state_dir, "jobs", job_id, "stderr.log")) as f:
-        return f.read()
 
 
 def qgroup_limit(d, path):

@@ -847,6 +847,34 @@ def stop_shell_daemon(d):
         shutil.rmtree(d.root, ignore_errors=True)
 
 
+def module_shell_fixtures(shell, **config):
+    """The fixtures of a test module whose cases share a shell daemon of
+    their own, started with start_shell_daemon(shell, **config):
+    `_module_shelld, sh = module_shell_fixtures(SHELL)`. sh gives the
+    daemon; after each case it must still live, and every job is deleted
+    with nothing of them left."""
+    @pytest.fixture(scope="module", name="_module_shelld")
+    def _module_shelld(_session_tmp):
+        d = start_shell_daemon(_session_tmp, shell, **config)
+        try:
+            yield d
+        finally:
+            stop_shell_daemon(d)
+
+    @pytest.fixture(name="sh")
+    def sh(_module_shelld):
+        yield _module_shelld
+        assert _module_shelld.proc.poll() is None, f"lockboxd died:\n{_module_shelld.log[-4000:]}"
+        _module_shelld.shell_reset()
+    return _module_shelld, sh
+
+
+def job_stderr(d, job_id):
+    """What a shell job wrote to its stderr (kept in its job directory)."""
+    with open(os.path.join(d.state_dir, "jobs", job_id, "stderr.log")) as f:
+        return f.read()
+
+
 @pytest.fixture(scope="session")
 def _shell_daemon(_session_tmp):
     d = start_shell_daemon(_session_tmp)

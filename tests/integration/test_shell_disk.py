@@ -18,12 +18,14 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
 
-import pytest
 import requests
 
-from conftest import ShellDaemon, eventually, scaled, start_shell_daemon, stop_shell_daemon
+from conftest import job_stderr as stderr_of
+from conftest import (ShellDaemon, eventually, module_shell_fixtures, scaled, start_shell_daemon,
+                      stop_shell_daemon)
 from snapshotlib import restore, save
 from test_shell_restart import down, restart, up
 
@@ -31,13 +33,7 @@ MIB = 1 << 20
 SHELL = {"disk_size": "192M", "binding_disk": "16M", "workspace_disk": "24M", "max_jobs": 8}
 
 
-@pytest.fixture(scope="module")
-def _diskd(_session_tmp):
-    d = start_shell_daemon(_session_tmp, SHELL, enable_network=False)
-    try:
-        yield d
-    finally:
-        stop_shell_daemon(d)
+_module_shelld, sh = module_shell_fixtures(SHELL, enable_network=False)
 
 
 def qgroups(d):
@@ -60,13 +56,6 @@ def qgroups(d):
             {"0/" + line.split()[1] for line in subs if line})
 
 
-@pytest.fixture
-def sh(_diskd):
-    yield _diskd
-    assert _diskd.proc.poll() is None, f"lockboxd died:\n{_diskd.log[-4000:]}"
-    _diskd.shell_reset()
-
-
 def home(d):
     return d.home_path("homes", uuid.uuid4().hex[:12])
 
@@ -75,11 +64,6 @@ def run(d, script, h=None, cwd=None, deadline=30):
     env = {"HOME": h} if h else None
     r, out = d.client.run_to_end(script, cwd=cwd, env=env, mode="stdio", deadline=scaled(deadline))
     return r, out
-
-
-def stderr_of(d, job_id):
-    with open(os.path.join(d.state_dir, "jobs", job_id, "stderr.log")) as f:
-        return f.read()
 
 
 def limits(d, which):
@@ -157,7 +141,7 @@ cmp blob "$OLDPWD/blob" && echo same
     lines = out.split("\n")
     assert lines[:7] == sorted(lines[:7])
     stats = dict(l.split(" ", 1) for l in lines[:7])
-    assert stats["file"] == f"640 4 981173106 2", stats
+    assert stats["file"] == "640 4 981173106 2", stats
     assert stats["hard"] == stats["file"], stats
     assert stats["link"].split()[0] == "777" and stats["sub"].split()[0] == "700", stats
     assert stats["sub/locked"].split()[:2] == ["0", "6"], stats
@@ -209,8 +193,10 @@ def test_a_conversion_never_stalls_other_calls(sh):
     """A HOME of 20,000 files made by a control script is moved into its
     subvolume by a worker while the run that needs it waits. With the
     worker stopped, the jailer still answers: a list, another binding's
-    job; a second run of the same HOME waits too. Once the worker goes
-    on, both runs start and see every file, in the subvolume."""
+    job; a second run of the same HOME waits too, and so does a control
+    job (it could write into the tree being copied). Once the worker goes
+    on, all three start; the two see every file, in the subvolume, and
+    what the control job wrote is there."""
     h = home(sh)
     r, out = run(sh, f"mkdir -p {h}/many && cd {h}/many && seq 20000 | xargs touch && "
                      "ls | wc -l", deadline=120)
@@ -237,15 +223,47 @@ def test_a_conversion_never_stalls_other_calls(sh):
         assert sh.shell_client().list() is not None
         r, out = run(sh, "echo other", h=home(sh))
         assert (r["exit_code"], out) == (0, "other\n"), (r, out)
-        assert not results, results  # both still wait for the tree
+        control = threading.Thread(target=lambda: results.setdefault("control", run(
+            sh, f"echo late > {h}/late && echo wrote", deadline=120)))
+        control.start()
+        control.join(1.0)
+        assert not results, results  # all three still wait for the tree
     finally:
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
     first.join(scaled(120))
     second.join(scaled(120))
+    control.join(scaled(120))
     for key in ("first", "second"):
         r, out = results[key]
         assert (r["exit_code"], out) == (0, "20000\n"), (key, r, out)
+    assert results["control"][1] == "wrote\n", results["control"]
+    assert is_subvolume(h)
+    with open(f"{h}/late") as f:
+        assert f.read() == "late\n"
+
+
+def test_a_move_waits_for_a_live_control_job_then_goes_on_unbounded(sh):
+    """A control job that left a process running (it may write anywhere
+    below shell.home): a binding's first job waits for it, up to 10 s,
+    then starts with its HOME unbounded this time, and the log says why.
+    Once that process is gone, the next job of the binding moves the
+    HOME in."""
+    h = home(sh)
+    r, out = run(sh, f"mkdir -p {h} && echo hi > {h}/f && (sleep 60 >/dev/null 2>&1 &) && "
+                     "echo left")
+    assert out == "left\n", (r, out)
+    ctl = r["job_id"]
+    t0 = time.monotonic()
+    r, out = run(sh, "cat f", h=h, deadline=60)
+    took = time.monotonic() - t0
+    assert (r["exit_code"], out) == (0, "hi\n"), (r, out)
+    assert 9.5 <= took < 10 + scaled(10), took
+    assert not is_subvolume(h)
+    assert f"control job {ctl} still runs" in sh.log, sh.log[-2000:]
+    sh.client.delete(ctl, force=True, grace_seconds=0)
+    r, out = run(sh, "cat f", h=h)
+    assert (r["exit_code"], out) == (0, "hi\n"), (r, out)
     assert is_subvolume(h)
 
 
