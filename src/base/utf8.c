@@ -55,11 +55,49 @@ static size_t utf8_seq_len(const unsigned char *s, size_t avail)
         return l.len;
 }
 
+/* Word-at-a-time tests (each exact as "is there such a byte in v"): */
+#define BYTES(c) (0x0101010101010101ull * (uint64_t)(c))
+#define HIGH BYTES(0x80)
+/* a byte below n (n <= 0x80) */
+#define ANY_BELOW(v, n) (((v)-BYTES(n)) & ~(v)&HIGH)
+/* a byte equal to c */
+#define ANY_EQUAL(v, c) ANY_BELOW((v) ^ BYTES(c), 1)
+
+static bool stops_at(unsigned char b, unsigned char below, const char *stop)
+{
+        return b >= 0x80 || b < below || (stop && b && strchr(stop, b));
+}
+
+size_t utf8_ascii_prefix(const void *s, size_t len, unsigned char below, const char *stop)
+{
+        const unsigned char *u = s;
+        size_t n_stop = stop ? strlen(stop) : 0;
+        size_t i = 0;
+        /* out of contract (below past 0x80, more stops): a byte at a time */
+        for (; n_stop <= 8 && below <= 0x80 && i + 8 <= len; i += 8) {
+                uint64_t v;
+                memcpy(&v, u + i, sizeof(v));
+                uint64_t hit = v & HIGH;
+                if (below)
+                        hit |= ANY_BELOW(v, below);
+                for (size_t k = 0; k < n_stop; k++)
+                        hit |= ANY_EQUAL(v, (unsigned char)stop[k]);
+                if (hit)
+                        break;
+        }
+        while (i < len && !stops_at(u[i], below, stop))
+                i++;
+        return i;
+}
+
 size_t utf8_valid_prefix(const char *s, size_t len)
 {
         const unsigned char *u = (const unsigned char *)s;
         size_t i = 0;
         while (i < len) {
+                i += utf8_ascii_prefix(u + i, len - i, 0, NULL);
+                if (i == len)
+                        break;
                 size_t n = utf8_seq_len(u + i, len - i);
                 if (n == 0)
                         break;
@@ -78,6 +116,14 @@ static size_t utf8_sanitized_size(const unsigned char *u, size_t len)
 {
         size_t out = 0;
         for (size_t i = 0; i < len;) {
+                size_t run = utf8_ascii_prefix(u + i, len - i, 0, NULL);
+                if (run) {
+                        if (out > SIZE_MAX - 1 - run)
+                                return SIZE_MAX;
+                        out += run;
+                        i += run;
+                        continue;
+                }
                 size_t n = utf8_seq_len(u + i, len - i);
                 size_t add = n ? n : sizeof(utf8_replacement);
                 if (out > SIZE_MAX - 1 - add)
@@ -99,10 +145,15 @@ char *utf8_sanitize(const char *in, size_t len, size_t *ret_len)
                 return NULL;
         size_t o = 0;
         for (size_t i = 0; i < len;) {
-                size_t n = u[i] < 0x80 ? 1 : utf8_seq_len(u + i, len - i);
-                if (n == 1) {
-                        out[o++] = in[i++];
-                } else if (n) {
+                size_t run = utf8_ascii_prefix(u + i, len - i, 0, NULL);
+                if (run) {
+                        memcpy(out + o, in + i, run);
+                        o += run;
+                        i += run;
+                        continue;
+                }
+                size_t n = utf8_seq_len(u + i, len - i);
+                if (n) {
                         memcpy(out + o, in + i, n);
                         o += n;
                         i += n;

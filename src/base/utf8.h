@@ -17,3 +17,9 @@ bool utf8_valid(const char *s, size_t len);
  * non-NULL, excludes the NUL) or NULL on allocation failure. in may be NULL
  * when len is 0. */
 char *utf8_sanitize(const char *in, size_t len, size_t *ret_len);
+/* Length of the longest prefix of s made of ASCII bytes (below 0x80) that
+ * are not below `below` (0: none is) and not one of the bytes of the
+ * string stop (ASCII, at most 8; NULL: none). Eight bytes a step: output
+ * is mostly such runs, and a byte at a time they were the costliest part
+ * of paging a job's output. */
+size_t utf8_ascii_prefix(const void *s, size_t len, unsigned char below, const char *stop);

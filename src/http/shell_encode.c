@@ -51,14 +51,12 @@ static bool ascii_needs_escape(unsigned char c)
 }
 
 /* Bytes from s on that go out as they are and stand for themselves:
- * ASCII needing no escape. Output is mostly such runs, so they are taken
- * a byte at a time here and the UTF-8 decoder runs only past them. */
+ * ASCII needing no escape (ascii_needs_escape's). Output is mostly such
+ * runs, so they are taken eight bytes a step and the UTF-8 decoder runs
+ * only past them. */
 static size_t plain_ascii_run(const unsigned char *s, size_t len)
 {
-        size_t i = 0;
-        while (i < len && s[i] < 0x80 && !ascii_needs_escape(s[i]))
-                i++;
-        return i;
+        return utf8_ascii_prefix(s, len, 0x20, "\"\\<>&");
 }
 
 /* A JSON string of len bytes. */

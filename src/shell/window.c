@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/utf8.h"
 #include "base/util.h"
 
 /* The bytes a UTF-8 character may skip at a window's start: at most 3
@@ -79,9 +80,8 @@ void shell_window_compute(const unsigned char *buf, size_t n, uint64_t offset, u
                 /* a run of ASCII: a byte per character, taken while the
                  * window has room */
                 size_t room_left = limit > p - skip ? limit - (p - skip) : 0;
-                size_t run = 0;
-                while (run < room_left && p + run < avail && buf[p + run] < 0x80)
-                        run++;
+                size_t run = utf8_ascii_prefix(
+                    buf + p, room_left < avail - p ? room_left : avail - p, 0, NULL);
                 if (run) {
                         p += run;
                         if (p - skip >= limit)

@@ -225,3 +225,55 @@ TEST(utf8_sanitize_output_is_valid_and_counts_bytes)
         free(o);
         EXPECT_TRUE(ok);
 }
+
+/* utf8_ascii_prefix against a byte-at-a-time reading of its contract, on
+ * buffers (heap copies of exactly their length) of every length 0..40 at
+ * every start 0..7, each byte value placed at each position in turn. */
+static size_t ascii_prefix_slow(const unsigned char *s, size_t len, unsigned char below,
+                                const char *stop)
+{
+        size_t i = 0;
+        while (i < len && s[i] < 0x80 && s[i] >= below && !(stop && s[i] && strchr(stop, s[i])))
+                i++;
+        return i;
+}
+
+static void check_ascii_prefix(unsigned char below, const char *stop)
+{
+        unsigned char base[48];
+        for (size_t i = 0; i < sizeof(base); i++)
+                base[i] = (unsigned char)('a' + i % 26);
+        for (size_t len = 0; len <= 40; len++)
+                for (size_t at = 0; at < 8; at++)
+                        for (unsigned v = 0; v < 256; v += len ? 1 : 256)
+                                for (size_t pos = 0; pos < (len ? len : 1); pos += 3) {
+                                        unsigned char *buf = malloc(len ? len : 1);
+                                        memcpy(buf, base + at, len);
+                                        if (len)
+                                                buf[pos] = (unsigned char)v;
+                                        size_t got = utf8_ascii_prefix(buf, len, below, stop);
+                                        size_t want = ascii_prefix_slow(buf, len, below, stop);
+                                        free(buf);
+                                        if (got != want) {
+                                                EXPECT_TRUE(got == want);
+                                                return;
+                                        }
+                                }
+}
+
+TEST(utf8_ascii_prefix_matches_its_contract)
+{
+        check_ascii_prefix(0, NULL);
+        check_ascii_prefix(0x20, "\"\\<>&");
+        check_ascii_prefix(0x80, "");
+        check_ascii_prefix(1, "abcdefgh");
+        check_ascii_prefix(0, "abcdefghi"); /* nine stops: a byte at a time */
+}
+
+TEST(utf8_ascii_prefix_runs)
+{
+        EXPECT_INT_EQ(utf8_ascii_prefix("hello world, a long line\n", 25, 0x20, "\""), 24);
+        EXPECT_INT_EQ(utf8_ascii_prefix("caf\xc3\xa9 au lait et plus", 21, 0, NULL), 3);
+        EXPECT_INT_EQ(utf8_ascii_prefix("0123456789abcdef<tag>", 21, 0x20, "<>&"), 16);
+        EXPECT_INT_EQ(utf8_ascii_prefix("", 0, 0x20, "<"), 0);
+}
