@@ -58,7 +58,8 @@
 #define TMP_PREFIX ".lockbox-subvol-"
 #define DEPTH_MAX 256
 #define WORKER_NOFILE 1024
-#define LINKS_MAX 65536 /* hard-linked files remembered (beyond: copied apart) */
+#define LINKS_MAX 65536            /* hard-linked files remembered (beyond: copied apart) */
+#define LINKS_BYTES_MAX (8u << 20) /* and the bytes of their paths, at most */
 
 bool subvol_fs(int fd)
 {
@@ -251,7 +252,7 @@ struct copy {
         dev_t dev; /* the tree's: another (a nested subvolume, a mount) is refused */
         char path[PATH_MAX];
         struct link_seen *links;
-        size_t n_links;
+        size_t n_links, links_bytes;
         char msg[256];
         char buf[65536];
         char names[XATTR_LIST_MAX];
@@ -403,7 +404,9 @@ static int copy_one(struct copy *c, int src, int dst, const char *name, size_t p
         }
         if (copy_file(c, src, dst, name, &st) < 0)
                 return -1;
-        if (st.st_nlink > 1 && c->n_links < LINKS_MAX) {
+        size_t plen_all = strlen(c->path) + 1;
+        if (st.st_nlink > 1 && c->n_links < LINKS_MAX &&
+            c->links_bytes + plen_all <= LINKS_BYTES_MAX) {
                 if (c->n_links % 64 == 0) {
                         struct link_seen *l =
                             realloc(c->links, (c->n_links + 64) * sizeof(*c->links));
@@ -415,6 +418,7 @@ static int copy_one(struct copy *c, int src, int dst, const char *name, size_t p
                 if (!p)
                         return cfail(c, "out of memory");
                 c->links[c->n_links++] = (struct link_seen){.ino = st.st_ino, .path = p};
+                c->links_bytes += plen_all;
         }
         return 0;
 }
