@@ -261,6 +261,34 @@ def test_a_huge_tree_stalls_the_jailer_no_longer_than_the_bound_and_stays(sh):
         assert out == "gone\n", (r, out)
 
 
+def end_all(d, ids, at=None):
+    """Each job ended at once from a thread of its own (every third
+    terminated first, then deleted with force), from `at` (time.time(),
+    2 ms apart) if given: the errors, but for job_not_found."""
+    errors = []
+
+    def hit(job, n):
+        c = d.shell_client()
+        if at is not None:
+            time.sleep(max(0, at - time.time() + 0.002 * n))
+        try:
+            if n % 3 == 0:
+                c.terminate(job, grace_seconds=0)
+            c.delete(job, force=True, grace_seconds=0)
+        except ShellError as e:
+            if e.code != "job_not_found":
+                errors.append(e)
+        except Exception as e:  # noqa: a dropped connection is a failure too
+            errors.append(e)
+
+    threads = [threading.Thread(target=hit, args=(j, n)) for n, j in enumerate(ids)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 # ------------------------------------------------------------ the keeper
 
 LATE_CALL = """\
@@ -405,26 +433,7 @@ def test_jobs_ending_together_while_deletes_and_terminates_arrive(sh):
         for t in starters:
             t.join()
         assert None not in ids and time.time() < at, (ids, at - time.time())
-        errors = []
-
-        def hit(job, n):
-            c = sh.shell_client()
-            time.sleep(max(0, at - time.time() + 0.002 * n))
-            try:
-                if n % 3 == 0:
-                    c.terminate(job, grace_seconds=0)
-                c.delete(job, force=True, grace_seconds=0)
-            except ShellError as e:
-                if e.code != "job_not_found":
-                    errors.append(e)
-            except Exception as e:  # noqa: a dropped connection is a failure too
-                errors.append(e)
-
-        threads = [threading.Thread(target=hit, args=(j, n)) for n, j in enumerate(ids)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = end_all(sh, ids, at)
         assert not errors, errors
         assert sh.proc.poll() is None, f"lockboxd died:\n{sh.log[-4000:]}"
         sh.client.health()
@@ -649,24 +658,7 @@ def test_jobs_ending_across_a_restart_while_deletes_arrive(_session_tmp):
         assert None not in ids, ids
         down(d, signal.SIGTERM)
         up(d)
-        errors = []
-
-        def hit(job, n):
-            c = d.shell_client()
-            try:
-                if n % 3 == 0:
-                    c.terminate(job, grace_seconds=0)
-                c.delete(job, force=True, grace_seconds=0)
-            except ShellError as e:
-                if e.code != "job_not_found":
-                    errors.append(e)
-            except Exception as e:  # noqa: a dropped connection is a failure too
-                errors.append(e)
-        threads = [threading.Thread(target=hit, args=(j, n)) for n, j in enumerate(ids)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = end_all(d, ids)
         assert not errors, errors
         assert d.proc.poll() is None, f"lockboxd died:\n{d.log[-4000:]}"
         assert d.client.list(limit=50) == []
