@@ -194,7 +194,9 @@ def test_no_more_runs_alive_than_max_workers(lockboxd_factory):
     import threading
     import time
     from conftest import processes_in_uid_range
-    d = lockboxd_factory(warm={"mode": "cold"}, max_workers=1, max_requests=10)
+    # a long timeout: its subject is how many run at once, and touching 300 MB
+    # can take seconds on a loaded host
+    d = lockboxd_factory(warm={"mode": "cold"}, max_workers=1, max_requests=10, worker_timeout=30)
     code = "x = bytearray(300 * 1024 * 1024)\nfor i in range(0, len(x), 4096): x[i] = 1\nprint('ok')"
     stop = time.monotonic() + 4
     most, errors = 0, []
