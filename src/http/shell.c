@@ -20,8 +20,10 @@
 #include "ipc/shell_client.h"
 
 /* How long past its own wait (timeout, grace) a call waits for the
- * jailer's answer: a job's start, or a busy jailer loop. */
-#define SHELL_CALL_SLACK_MS 30000
+ * jailer's answer: a job's start, or a busy jailer loop. A run may wait
+ * for control jobs (10 s at most) and two trees' moves (10 s each) before
+ * its job starts. */
+#define SHELL_CALL_SLACK_MS 60000
 
 enum answer { ANSWER_RESULT, ANSWER_STATUS, ANSWER_LIST, ANSWER_DELETED };
 
