@@ -14,13 +14,89 @@ bounded (at most some 10^5 empty files, tens of seconds). After every
 case all jobs are deleted and nothing of them may be left."""
 import os
 import stat
+import threading
 import time
 
-from conftest import module_shell_fixtures, scaled
+import pytest
+
+from conftest import eventually, module_shell_fixtures, scaled
 from conftest import job_stderr as stderr_of
 from test_attack_shell_disk_red import SHELL, fresh, leftovers, run
 
 _module_shelld, sh = module_shell_fixtures(SHELL, enable_network=False)
+
+
+def make_files(d, path, n):
+    r, out = run(d, f"""\
+        mkdir -p {path}/d && cd {path}/d && python3 -c 'import os
+        for i in range({n}): open(str(i), "w").close()' && echo made""", deadline=120)
+    assert out == "made\n", (r, out, stderr_of(d, r["job_id"]))
+
+
+def in_thread(fn, *args):
+    box = {}
+
+    def body():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # noqa: B036 (handed to the test)
+            box["error"] = e
+        box["at"] = time.time()
+    t = threading.Thread(target=body)
+    t.start()
+    return t, box
+
+
+def first_job(d, h):
+    c = d.shell_client()
+    r = c.run("echo first", env={"HOME": h}, mode="stdio", timeout=5, http_timeout=scaled(60))
+    return c.follow(r, scaled(30))
+
+
+def control_job(d):
+    c = d.shell_client()
+    r = c.run("date +%s.%N", mode="stdio", timeout=5, http_timeout=scaled(60))
+    return c.follow(r, scaled(30))
+
+
+def test_a_control_job_waits_for_the_copy_it_found_not_for_later_ones(sh):
+    """SECURITY.md: a control job asked for while a tree is being copied
+    starts once the trees are exchanged (at most the copy's 10 s). Here
+    binding A's tree is being copied when the control job is asked for,
+    and binding B's first job arrives just after: B's copy (longer than
+    A's) must not hold the control job too; else a stream of first jobs
+    of new bindings keeps every control job waiting, past any bound."""
+    ha, _ = fresh(sh)
+    hb, _ = fresh(sh)
+    make_files(sh, ha, 20000)
+    make_files(sh, hb, 80000)
+    ta, a = in_thread(first_job, sh, ha)
+    try:
+        # A is copying once its temporary subvolume is there
+        def copying():
+            assert leftovers(sh)
+        eventually(copying, scaled(10))
+        asked = time.time()
+        tc, ctl = in_thread(control_job, sh)
+        time.sleep(0.2)
+        tb, b = in_thread(first_job, sh, hb)
+    finally:
+        ta.join()
+    tc.join()
+    tb.join()
+    for box in (a, b, ctl):
+        assert "error" not in box, box
+    started = float(ctl["value"][1])
+    said = (f"control asked at +0, started at +{started - asked:.2f} s; A's first job done at"
+            f" +{a['at'] - asked:.2f} s, B's at +{b['at'] - asked:.2f} s")
+    print(said)
+    assert a["value"][1] == b["value"][1] == "first\n"
+    assert os.stat(ha).st_ino == 256, said
+    assert os.stat(hb).st_ino == 256, said
+    assert not leftovers(sh), leftovers(sh)
+    # A's run answers once A's trees are exchanged; the control job starts
+    # then too (slack for a loaded machine), not after B's copy
+    assert started < a["at"] + scaled(1.5), said
 
 
 def test_a_process_left_by_a_control_job_leaves_new_bindings_unbounded(sh):
