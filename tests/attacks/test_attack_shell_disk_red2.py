@@ -1,27 +1,37 @@
 """Red team (third pass) of the disk bounds' later changes: control jobs
-and the moves of trees into subvolumes excluding each other, the walks
-shared through file_dir_each.
+and the moves of trees into subvolumes excluding each other, the worker
+killed at its deadline awaited on the loop, the walks shared through
+file_dir_each.
 
-A control job asked for while a tree is copied must start once that copy
-is over, not after copies that began after it asked; a process a control
-job leaves behind holds every first job of a binding for the control
-wait (10 s) and leaves its trees unbounded, each job again, until it
-ends; trees a control script makes odd (unreadable directories, names
-with newlines, deep, wide, links, FIFOs) move in whole.
+A control process kept over a restart still holds a move; a stop of
+lockboxd while the old tree is removed leaves that tree behind (a
+finding, xfail); a control job asked for while a tree is copied starts
+once that copy is over, not after copies that began after it asked; a
+process a control job leaves behind holds every first job of a binding
+for the control wait (10 s) and leaves its trees unbounded, each job
+again, until it ends; trees a control script makes odd (unreadable
+directories, names with newlines, deep, wide, links, FIFOs) move in
+whole; a worker stopped (SIGSTOP) is killed at its deadline while the
+jailer answers; many bindings' first jobs wait for one control process.
 
-One daemon for the module (the red module's settings); every case is
-bounded (at most some 10^5 empty files, tens of seconds). After every
-case all jobs are deleted and nothing of them may be left."""
+One daemon for the module (the red module's settings), and the two
+restart cases' own before it; every case is bounded (at most 60,000
+empty files a tree, tens of seconds). After every case all jobs are
+deleted and nothing of them may be left."""
 import os
+import signal
 import stat
+import sys
 import threading
 import time
+import uuid
 
 import pytest
 
-from conftest import eventually, module_shell_fixtures, scaled
+from conftest import (ShellError, eventually, module_shell_fixtures, scaled, start_shell_daemon,
+                      stop_shell_daemon)
 from conftest import job_stderr as stderr_of
-from test_attack_shell_disk_red import SHELL, fresh, leftovers, run
+from test_attack_shell_disk_red import SHELL, WRITER, fresh, leftovers, run, subvolumes
 
 _module_shelld, sh = module_shell_fixtures(SHELL, enable_network=False)
 
@@ -59,6 +69,99 @@ def control_job(d):
     return c.follow(r, scaled(30))
 
 
+def test_a_control_process_kept_over_a_restart_still_holds_the_moves(_session_tmp):
+    """A control job leaves a writer behind (from a cwd inside a HOME);
+    lockboxd restarts (shell.keep_jobs) while it writes, then the HOME's
+    binding runs its first job. The adopted control job's process still
+    counts: the move waits for it (or leaves the HOME unbounded), and every
+    write the writer saw succeed is in the HOME afterwards. (Runs first in
+    the module: one daemon of this module at a time.)"""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_shell_restart import down, up  # noqa: E402
+    d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True), enable_network=False)
+    try:
+        h, _ = fresh(d)
+        r, out = run(d, f"mkdir -p {h}/b && echo made")
+        assert out == "made\n", (r, out)
+        log = d.home_path(f"log-{uuid.uuid4().hex[:6]}")
+        script = WRITER.format(ns=int(scaled(6) * 1e9), target=".")
+        r, out = run(d, f"( {script} ) >{log} 2>/dev/null &\necho started", cwd=f"{h}/b")
+        assert out == "started\n", (r, out)
+        ctl = r["job_id"]
+        down(d, signal.SIGTERM)
+        up(d)
+        assert ctl in [j["job_id"] for j in d.client.list()]
+        t0 = time.monotonic()
+        first, out = run(d, "echo first", h=h)
+        took = time.monotonic() - t0
+        assert out == "first\n", (first, out, stderr_of(d, first["job_id"]))
+
+        def done():
+            with open(log) as f:
+                assert "bad:" in f.read()
+        eventually(done, scaled(30))
+        with open(log) as f:
+            wout = f.read()
+        ok = wout.split("\n")[0].split(":", 1)[1].split()
+        present = set(os.listdir(os.path.join(h, "b")))
+        lost = [i for i in ok if f"w{i}" not in present]
+        said = (f"first job took {took:.2f} s, {'bounded' if os.stat(h).st_ino == 256 else 'not'}"
+                f"; {len(ok)} writes, lost {len(lost)}")
+        print(said)
+        assert len(ok) >= 5, wout
+        assert not leftovers(d), leftovers(d)
+        assert not lost, said
+    finally:
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="finding: shell_free kills a worker that is removing the old tree;"
+                   " that plain directory is left, and no start sweeps it")
+def test_a_stop_while_the_old_tree_is_removed_leaves_no_copy_behind(_session_tmp):
+    """lockboxd is stopped (SIGTERM) once a HOME of 60,000 files has been
+    exchanged with its subvolume while the worker removes the old tree
+    (under a temporary name beside the HOME): the HOME keeps every file,
+    and no copy of it (.lockbox-subvol-*) is left in shell.home once
+    lockboxd runs again. (Runs before the module's daemon: one daemon of
+    this module at a time.) Only the last check fails as an assertion
+    (the xfail's); one before it fails the case."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    from test_shell_restart import down, up  # noqa: E402
+    d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
+    n = 60000
+    try:
+        h, _ = fresh(d)
+        make_files(d, h, n)
+        t, box = in_thread(first_job, d, h)
+        try:
+            def removing():
+                assert os.stat(h).st_ino == 256 and leftovers(d)
+            try:
+                eventually(removing, scaled(15))
+            except AssertionError:
+                pytest.fail("the HOME was never seen exchanged with the old tree still there")
+            down(d, signal.SIGTERM)
+        finally:
+            t.join()
+        print(box.get("error") or box.get("value"))
+        said = [ln for ln in d.log.splitlines() if "subvol" in ln][-3:]
+        up(d)  # (the image is mounted again)
+        if os.stat(h).st_ino != 256 or len(os.listdir(f"{h}/d")) != n:
+            pytest.fail(f"the HOME is not whole in its subvolume: {os.listdir(h)}")
+        left = leftovers(d)
+        print(left, said)
+        assert not left, f"a copy of the HOME left after a restart: {left}; {said}"
+    finally:
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
+
+
 def test_a_control_job_waits_for_the_copy_it_found_not_for_later_ones(sh):
     """SECURITY.md: a control job asked for while a tree is being copied
     starts once the trees are exchanged (at most the copy's 10 s). Here
@@ -69,7 +172,7 @@ def test_a_control_job_waits_for_the_copy_it_found_not_for_later_ones(sh):
     ha, _ = fresh(sh)
     hb, _ = fresh(sh)
     make_files(sh, ha, 20000)
-    make_files(sh, hb, 80000)
+    make_files(sh, hb, 60000)
     ta, a = in_thread(first_job, sh, ha)
     try:
         # A is copying once its temporary subvolume is there
@@ -84,15 +187,20 @@ def test_a_control_job_waits_for_the_copy_it_found_not_for_later_ones(sh):
         ta.join()
     tc.join()
     tb.join()
-    for box in (a, b, ctl):
+    for box in (a, ctl):
         assert "error" not in box, box
+    # B's copy may pass its 10 s bound on a loaded machine: then refused
+    if "error" in b:
+        assert (b["error"].status, b["error"].code) == (500, "disk_bound_failed"), b
     started = float(ctl["value"][1])
     said = (f"control asked at +0, started at +{started - asked:.2f} s; A's first job done at"
             f" +{a['at'] - asked:.2f} s, B's at +{b['at'] - asked:.2f} s")
     print(said)
-    assert a["value"][1] == b["value"][1] == "first\n"
+    assert a["value"][1] == "first\n"
     assert os.stat(ha).st_ino == 256, said
-    assert os.stat(hb).st_ino == 256, said
+    if "error" not in b:
+        assert b["value"][1] == "first\n"
+        assert os.stat(hb).st_ino == 256, said
     assert not leftovers(sh), leftovers(sh)
     # A's run answers once A's trees are exchanged; the control job starts
     # then too (slack for a loaded machine), not after B's copy
@@ -213,3 +321,103 @@ def test_odd_trees_made_by_a_control_script_move_in_whole(sh):
     # the job itself can still remove what its control script made
     r, out = run(sh, f"chmod -R u+rwx {h}/t && rm -rf {h}/t && echo gone", h=h)
     assert out == "gone\n", (r, out, stderr_of(sh, r["job_id"]))
+
+
+def workers_of(d):
+    """The pids of the subvolume workers (comm lockbox-subvol) that
+    descend from d's lockboxd, not another daemon's."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() != "lockbox-subvol":
+                    continue
+            p = pid
+            while p not in ("0", "1"):
+                if int(p) == d.proc.pid:
+                    found.append(int(pid))
+                    break
+                with open(f"/proc/{p}/stat") as f:
+                    p = f.read().rsplit(")", 1)[1].split()[1]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+    return found
+
+
+def test_a_stopped_worker_is_killed_at_its_deadline_and_the_jailer_goes_on(sh):
+    """The worker moving a HOME in is stopped (SIGSTOP) while it copies:
+    at the 10 s deadline it is killed all the same (its end awaited on the
+    loop), the run is refused with 500 disk_bound_failed, other calls are
+    answered meanwhile, the HOME is left as it was and nothing of the move
+    (temporary subvolume, quota group) is left; the next job moves it."""
+    h, _ = fresh(sh)
+    make_files(sh, h, 20000)
+    before = set(subvolumes(sh))
+    t0 = time.monotonic()
+    t, box = in_thread(first_job, sh, h)
+    stopped = []
+    try:
+        def copying():
+            assert leftovers(sh)
+            w = workers_of(sh)
+            assert w
+            for pid in w:
+                os.kill(pid, signal.SIGSTOP)
+            stopped.extend(w)
+        eventually(copying, scaled(10))
+        stalls = []
+        while t.is_alive() and time.monotonic() - t0 < scaled(30):
+            s = time.monotonic()
+            sh.client.list(limit=1)
+            stalls.append(time.monotonic() - s)
+            time.sleep(0.1)
+    finally:
+        t.join()
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    took = time.monotonic() - t0
+    err = box.get("error")
+    said = f"refused after {took:.1f} s: {err}; longest list {max(stalls):.2f} s"
+    print(said)
+    assert isinstance(err, ShellError), said
+    assert (err.status, err.code) == (500, "disk_bound_failed"), said
+    assert took < 10 + scaled(5), said
+    assert max(stalls) < scaled(2), said
+    assert os.stat(h).st_ino != 256 and len(os.listdir(f"{h}/d")) == 20000
+
+    def nothing_left():
+        assert not workers_of(sh)
+        assert not leftovers(sh), leftovers(sh)
+        assert set(subvolumes(sh)) == before
+    eventually(nothing_left, scaled(10))
+    r, out = run(sh, "echo again", h=h)
+    assert out == "again\n", (r, out)
+    assert os.stat(h).st_ino == 256
+
+
+def test_first_jobs_of_many_bindings_wait_for_a_control_job_then_all_move_in(sh):
+    """Six bindings' first jobs arrive at once while a control job's left
+    process lives (3 s): all wait, none is refused or left unbounded, each
+    HOME moves into its subvolume once the process ends, and nothing of
+    the moves is left."""
+    homes = [fresh(sh)[0] for _ in range(6)]
+    r, out = run(sh, f"mkdir -p {' '.join(homes)} && echo made")
+    assert out == "made\n", (r, out)
+    assert all(os.stat(h).st_ino != 256 for h in homes)
+    r, out = run(sh, "sleep 3 >/dev/null 2>&1 &\necho left")
+    assert out == "left\n", (r, out)
+    t0 = time.monotonic()
+    threads = [in_thread(first_job, sh, h) for h in homes]
+    for t, _ in threads:
+        t.join()
+    took = time.monotonic() - t0
+    print(f"six first jobs done in {took:.1f} s")
+    for (_, box), h in zip(threads, homes):
+        assert "error" not in box, box
+        assert box["value"][1] == "first\n"
+        assert os.stat(h).st_ino == 256, h
+    assert 2.5 < took < scaled(10), took
+    assert not leftovers(sh), leftovers(sh)
