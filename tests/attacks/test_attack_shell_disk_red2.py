@@ -151,6 +151,11 @@ def test_a_stop_while_the_old_tree_is_removed_leaves_no_copy_behind(_session_tmp
         print(box.get("error") or box.get("value"))
         said = [ln for ln in d.log.splitlines() if "subvol" in ln][-3:]
         up(d)  # (the image is mounted again)
+        if not os.path.isdir(h):
+            # seen once (of some twenty runs), not explained: what there is
+            pytest.fail(f"the HOME is gone after the restart: {os.listdir(os.path.dirname(h))}"
+                        f" {subvolumes(d)} {said} " + " | ".join(
+                            ln for ln in d.log.splitlines() if "disk" in ln or "swept" in ln))
         if os.stat(h).st_ino != 256 or len(os.listdir(f"{h}/d")) != n:
             pytest.fail(f"the HOME is not whole in its subvolume: {os.listdir(h)}")
         left = leftovers(d)
@@ -160,6 +165,76 @@ def test_a_stop_while_the_old_tree_is_removed_leaves_no_copy_behind(_session_tmp
         if d.proc.poll() is None:
             d.shell_reset()
         stop_shell_daemon(d)
+
+
+SNAP_TREE = r"""
+import os
+root = os.environ["T"]
+p = root + "/deep"
+os.mkdir(p)
+for i in range(120):
+    p += "/d"
+    os.mkdir(p)
+with open(p + "/bottom", "w") as f:
+    f.write("bottom")
+os.mkdir(root + "/wide")
+for i in range(2000):
+    with open(root + "/wide/%d" % i, "w") as f:
+        f.write(str(i))
+os.mkdir(root + "/new\nline")
+with open(root + "/new\nline/a\nb", "w") as f:
+    f.write("nl")
+os.makedirs(root + "/locked/inner")
+with open(root + "/locked/inner/secret", "w") as f:
+    f.write("s" * 5000)
+with open(root + "/locked/unreadable", "w") as f:
+    f.write("u")
+os.chmod(root + "/locked/unreadable", 0o400)
+os.chmod(root + "/locked/inner", 0o500)
+os.chmod(root + "/locked", 0o500)
+os.symlink("deep/d", root + "/rel-link")
+os.symlink("missing\nname", root + "/dangling")
+print("made")
+"""
+
+MESS = """\
+cd {top} && chmod -R u+rwx . && rm -rf wide deep locked ./new*line
+mkdir -p locked/inner wide/1 && echo other > locked/inner/secret && echo extra > extra
+chmod 000 locked/inner locked && echo messed
+"""
+
+
+def test_a_restore_merges_odd_trees_back_whole(sh):
+    """The restore's merge now walks with file_dir_each: a tree saved with
+    read-only directories, names with newlines, 120 levels, 2000 entries
+    in one directory and links comes back as it was over a HOME where a
+    job replaced parts of it (unreadable directories, mode 000, of the same
+    names in the way; a directory where a file was); what the archive does
+    not name stays. (A save refuses a tree with a mode 000 directory:
+    "Permission denied", the stream cut.)"""
+    from snapshotlib import restore, save  # noqa: E402
+    top = sh.home_path(f"odd-{uuid.uuid4().hex[:8]}")
+    r, out = run(sh, f"mkdir -p {top} && T={top} python3 -c '{SNAP_TREE}'", deadline=60)
+    assert out == "made\n", (r, out, stderr_of(sh, r["job_id"]))
+    before = manifest(top)
+    names = [n for n in os.listdir(sh.home) if n != os.path.basename(top)]
+    a = save(sh, excludes=[f"/{n}" for n in names] + ["/.local", "/workspace"])
+    said = [ln for ln in sh.log.splitlines() if "snapshot" in ln][-3:]
+    assert a.status == 200 and a.complete and a.trailers["x-snapshot-status"] == "ok", (a, said)
+    r, out = run(sh, MESS.format(top=top))
+    assert out == "messed\n", (r, out, stderr_of(sh, r["job_id"]))
+    r = restore(sh, a.body)
+    after = manifest(top)
+    extra = after.pop("extra", None)
+    said = f"restore: {r.status} {r.body[:300]!r}"
+    print(said)
+    assert r.status == 200, said
+    assert extra is not None, "a file the archive does not name went away"
+    assert set(after) == set(before), (set(before) ^ set(after))
+    differ = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    assert not differ, list(differ.items())[:10]
+    r, out = run(sh, f"chmod -R u+rwx {top} && rm -rf {top} && echo gone")
+    assert out == "gone\n", (r, out)
 
 
 def test_a_control_job_waits_for_the_copy_it_found_not_for_later_ones(sh):
