@@ -1244,8 +1244,8 @@ static void on_conversion_exit(void *data, uint32_t events)
  * said in the log): -EINPROGRESS and *ret_conv, the conversion the run
  * waits for (also one of a tree holding or held by this one), or NULL: a
  * snapshot at work, or (may_wait) a control job alive or waiting to
- * start, which the move waits for (past that, the tree stays unbounded this time, said in the
- * log, as a tree in use does). */
+ * start, which the move waits for (past that, the tree stays unbounded
+ * this time, said in the log, as a tree in use does). */
 static int bound_tree(struct shell *sh, const char *path, const char *rel, int64_t limit,
                       const char *what, bool may_wait, char *why, size_t whylen,
                       struct conversion **ret_conv)
