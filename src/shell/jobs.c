@@ -202,6 +202,7 @@ struct call {
         int blobfd;              /* CALL_CONVERT: the run's request, for its start over */
         struct conversion *conv; /* CALL_CONVERT: what it waits for */
         int64_t parked_ms;       /* CALL_CONVERT: when the run first waited, or 0 */
+        bool control;            /* CALL_CONVERT: a control job's run (waits for a copy) */
 };
 
 struct shell {
@@ -1141,6 +1142,17 @@ static const struct job *control_live(const struct shell *sh)
         return NULL;
 }
 
+/* A control job's run waiting for the copies under way when it was asked
+ * for (copying()): no move starts meanwhile, or a stream of bindings'
+ * first jobs would keep it waiting for good. */
+static bool control_waiting(const struct shell *sh)
+{
+        for (const struct call *c = sh->calls; c; c = c->next)
+                if (c->state == CALL_CONVERT && c->control)
+                        return true;
+        return false;
+}
+
 /* ---- trees moved into subvolumes ------------------------------------- */
 
 static struct conversion *conversion_find(struct shell *sh, const char *path)
@@ -1231,9 +1243,9 @@ static void on_conversion_exit(void *data, uint32_t events)
  * into one (subvol.c) unless in use (then it stays unbounded this time,
  * said in the log): -EINPROGRESS and *ret_conv, the conversion the run
  * waits for (also one of a tree holding or held by this one), or NULL: a
- * snapshot at work, or (may_wait) a control job alive, which the move
- * waits for (past that, the tree stays unbounded this time, said in the
- * log, as a tree in use does). */
+ * snapshot at work, or (may_wait) a control job alive or waiting to
+ * start, which the move waits for (past that, the tree stays unbounded
+ * this time, said in the log, as a tree in use does). */
 static int bound_tree(struct shell *sh, const char *path, const char *rel, int64_t limit,
                       const char *what, bool may_wait, char *why, size_t whylen,
                       struct conversion **ret_conv)
@@ -1276,7 +1288,8 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
                 return 0;
         }
         const struct job *ctl = control_live(sh);
-        if (ctl && may_wait) {
+        bool asked = !ctl && control_waiting(sh);
+        if ((ctl || asked) && may_wait) {
                 *ret_conv = NULL;
                 return -EINPROGRESS;
         }
@@ -1284,6 +1297,13 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
                 log_warn(NULL, "shell.subvol_in_use",
                          "tree=%s: control job %s still runs after %d ms, left unbounded (%s)",
                          log_q(path), ctl->id, CONTROL_WAIT_MS, what);
+                return 0;
+        }
+        if (asked) {
+                log_warn(NULL, "shell.subvol_in_use",
+                         "tree=%s: a control job still waits to start after %d ms, left "
+                         "unbounded (%s)",
+                         log_q(path), CONTROL_WAIT_MS, what);
                 return 0;
         }
         char parent[PATH_MAX];
@@ -1800,6 +1820,7 @@ static void do_run(struct call *c, int blobfd)
                         }
                         c->state = CALL_CONVERT;
                         c->conv = conv;
+                        c->control = strcmp(t.home, sh->cfg->shell_home) == 0;
                         if (conv)
                                 conv->waiters++;
                         else /* a snapshot at work, a control job: again shortly */
