@@ -676,6 +676,21 @@ class ShellDaemon(Daemon):
         tag = shell_cgroup_tag(self.state_dir)
         return [os.path.join(os.path.dirname(d), tag) for d in self.cgroup_dirs.values()]
 
+    def shell_cpu_parent(self):
+        """The same in cgroup v1's cpu hierarchy (CPU weights), where
+        lockboxd puts it beside its own group there (the suite's, as its
+        child), or None."""
+        try:
+            with open("/proc/self/cgroup") as f:
+                own = [line.rstrip("\n").split(":", 2)[2] for line in f
+                       if "cpu" in line.split(":")[1].split(",")]
+        except (OSError, IndexError):
+            return None
+        base = "/sys/fs/cgroup/cpu"
+        if not own or not os.path.isdir(base):
+            return None
+        return os.path.join(base + own[0].rstrip("/"), shell_cgroup_tag(self.state_dir))
+
     def shell_cgroups(self):
         """Cgroups of bindings and jobs (below the shell parent; shell-*,
         and the groups in them, in the daemon's groups), or named after a
@@ -818,7 +833,11 @@ def scrub_shell_daemon(d):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    for parent in d.shell_cgroup_parents() if d.cgroup_dirs else []:
+    parents = d.shell_cgroup_parents() if d.cgroup_dirs else []
+    # the cpu hierarchy's too: a stop that kept jobs leaves it, and only
+    # the next lockboxd of the same shell.state_dir would take it over
+    parents += [p for p in [d.shell_cpu_parent()] if p]
+    for parent in parents:
         for dirpath, _, _ in sorted(os.walk(parent), key=lambda w: -len(w[0])):
             for _ in range(100):
                 try:
