@@ -261,6 +261,27 @@ def test_a_huge_tree_stalls_the_jailer_no_longer_than_the_bound_and_stays(sh):
         assert out == "gone\n", (r, out)
 
 
+def start_ten(d, at_of, keep):
+    """Ten jobs started from threads of their own (stdio and pty), job i
+    sleeping until at_of(i) (time.time()) and then exiting with i, every
+    odd one leaving `sleep keep` running: their ids (None where a start
+    failed)."""
+    ids = [None] * 10
+
+    def start(i):
+        left = f"(sleep {keep} &)" if i % 2 else ""
+        script = (f"python3 -c 'import time; time.sleep(max(0, {at_of(i)} - time.time()))'; "
+                  f"{left} exit {i}")
+        ids[i] = d.shell_client().run(script, mode="stdio" if i % 3 else "pty",
+                                      timeout=1)["job_id"]
+    starters = [threading.Thread(target=start, args=(i,)) for i in range(10)]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join()
+    return ids
+
+
 def end_all(d, ids, at=None):
     """Each job ended at once from a thread of its own (every third
     terminated first, then deleted with force), from `at` (time.time(),
@@ -419,19 +440,7 @@ def test_jobs_ending_together_while_deletes_and_terminates_arrive(sh):
     left."""
     for rnd in range(3):
         at = time.time() + scaled(3)
-        ids = [None] * 10
-
-        def start(i):
-            keep = "(sleep 0.2 &)" if i % 2 else ""
-            script = (f"python3 -c 'import time; time.sleep(max(0, {at} - time.time()))'; "
-                      f"{keep} exit {i}")
-            ids[i] = sh.shell_client().run(script, mode="stdio" if i % 3 else "pty",
-                                           timeout=1)["job_id"]
-        starters = [threading.Thread(target=start, args=(i,)) for i in range(10)]
-        for t in starters:
-            t.start()
-        for t in starters:
-            t.join()
+        ids = start_ten(sh, lambda i: at, 0.2)
         assert None not in ids and time.time() < at, (ids, at - time.time())
         errors = end_all(sh, ids, at)
         assert not errors, errors
@@ -641,20 +650,7 @@ def test_jobs_ending_across_a_restart_while_deletes_arrive(_session_tmp):
     d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True), enable_network=False)
     try:
         t0 = time.time() + scaled(2)
-        ids = [None] * 10
-
-        def start(i):
-            at = t0 + 0.3 * i
-            keep = "(sleep 0.3 &)" if i % 2 else ""
-            script = (f"python3 -c 'import time; time.sleep(max(0, {at} - time.time()))'; "
-                      f"{keep} exit {i}")
-            ids[i] = d.shell_client().run(script, mode="stdio" if i % 3 else "pty",
-                                          timeout=1)["job_id"]
-        starters = [threading.Thread(target=start, args=(i,)) for i in range(10)]
-        for t in starters:
-            t.start()
-        for t in starters:
-            t.join()
+        ids = start_ten(d, lambda i: t0 + 0.3 * i, 0.3)
         assert None not in ids, ids
         down(d, signal.SIGTERM)
         up(d)
