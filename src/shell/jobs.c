@@ -182,7 +182,6 @@ struct conversion {
         struct watch w;
         int64_t deadline_ms;
         bool removing; /* moved in at its deadline: the old tree's removal goes on */
-        bool killed;   /* past its (last) deadline: its end is awaited */
         int result;    /* once over: 0, or -errno with err */
         char err[300];
         unsigned waiters;
@@ -1217,10 +1216,10 @@ static void conversion_end(struct conversion *cv)
  * set its limit. */
 static void conversion_deadline(struct conversion *cv, int64_t now)
 {
-        if (cv->killed)
-                return;
         if (cv->removing || !subvol_pending_swapped(cv->p)) {
-                cv->killed = true;
+                /* no deadline left: its pidfd says when it is gone (a
+                 * past one would have the loop spin meanwhile) */
+                cv->deadline_ms = INT64_MAX;
                 subvol_convert_kill(cv->p);
                 log_info(NULL, "shell.subvol_killed", "tree=%s removing=%s", log_q(cv->path),
                          cv->removing ? "yes" : "no");

@@ -562,7 +562,7 @@ static void destroy_subvol(int parent, const char *name)
                          log_q(strerror(errno)));
 }
 
-/* Wait for the worker until deadline (monotonic ms); killed past it. */
+/* A conversion under way (see subvol.h): its worker and what it made. */
 struct subvol_pending {
         int parent_fd; /* a copy of the caller's */
         char name[NAME_MAX + 1];
@@ -573,7 +573,7 @@ struct subvol_pending {
         uint64_t limit;
         int timeout_ms;
         int64_t t0;
-        bool killed; /* at its deadline */
+        bool killed; /* before it ended (its deadline, or a stop) */
 };
 
 static struct subvol_pending *pending_free(struct subvol_pending *p)
@@ -693,7 +693,7 @@ int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t
                  * tree counts from the kernel's next one (30 s at most) */
                 if (msg[0] || kill) /* the old tree left in part */
                         log_warn(NULL, "shell.subvol_leftover", "name=%s error=%s", log_q(p->tmp),
-                                 log_q(kill ? "timed out" : msg));
+                                 log_q(kill ? "killed before it ended" : msg));
                 log_info(NULL, "shell.subvol_converted", "name=%s limit=%llu ms=%lld",
                          log_q(p->name), (unsigned long long)p->limit,
                          (long long)(monotonic_ms() - p->t0));
