@@ -1177,19 +1177,25 @@ static void conversion_release(struct conversion *cv)
 
 static void do_run(struct call *c, int blobfd);
 
+/* A parked run (CALL_CONVERT) starts over from its request. */
+static void run_again(struct call *c)
+{
+        int fd = c->blobfd;
+        c->blobfd = -1;
+        c->state = CALL_READ;
+        do_run(c, fd);
+        safe_close(fd);
+}
+
 /* The runs waiting for cv start over. */
 static void conversion_resume(struct conversion *cv)
 {
         for (struct call *c = cv->sh->calls; c; c = c->next) {
                 if (c->state != CALL_CONVERT || c->conv != cv)
                         continue;
-                int fd = c->blobfd;
-                c->blobfd = -1;
                 c->conv = NULL;
                 cv->waiters--;
-                c->state = CALL_READ;
-                do_run(c, fd);
-                safe_close(fd);
+                run_again(c);
         }
 }
 
@@ -1287,22 +1293,15 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
                 return 0;
         }
         const struct job *ctl = control_live(sh);
-        bool asked = !ctl && control_waiting(sh);
-        if ((ctl || asked) && may_wait) {
-                *ret_conv = NULL;
-                return -EINPROGRESS;
-        }
-        if (ctl) {
+        if (ctl || control_waiting(sh)) {
+                if (may_wait) {
+                        *ret_conv = NULL;
+                        return -EINPROGRESS;
+                }
                 log_warn(NULL, "shell.subvol_in_use",
-                         "tree=%s: control job %s still runs after %d ms, left unbounded (%s)",
-                         log_q(path), ctl->id, CONTROL_WAIT_MS, what);
-                return 0;
-        }
-        if (asked) {
-                log_warn(NULL, "shell.subvol_in_use",
-                         "tree=%s: a control job still waits to start after %d ms, left "
-                         "unbounded (%s)",
-                         log_q(path), CONTROL_WAIT_MS, what);
+                         "tree=%s: control job %s still %s after %d ms, left unbounded (%s)",
+                         log_q(path), ctl ? ctl->id : "asked for", ctl ? "runs" : "waits to start",
+                         CONTROL_WAIT_MS, what);
                 return 0;
         }
         char parent[PATH_MAX];
@@ -2229,13 +2228,8 @@ void shell_tick(struct shell *sh)
                         wait_pass(c);
                 else if (c->state == CALL_TERMINATE)
                         terminate_pass(c);
-                else if (c->state == CALL_CONVERT && !c->conv) {
-                        int fd = c->blobfd;
-                        c->blobfd = -1;
-                        c->state = CALL_READ;
-                        do_run(c, fd);
-                        safe_close(fd);
-                }
+                else if (c->state == CALL_CONVERT && !c->conv)
+                        run_again(c);
         }
         if (now >= sh->next_gc_ms) {
                 gc(sh);
