@@ -45,9 +45,14 @@ static int put_ascii_escape(struct strbuf *sb, unsigned char c)
         return strbuf_append(sb, (const char[]){'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]}, 6);
 }
 
+/* What Go's encoder escapes among ASCII: controls, and these (HTML's
+ * three too). */
+#define ESCAPED_BELOW 0x20
+#define ESCAPED "\"\\<>&"
+
 static bool ascii_needs_escape(unsigned char c)
 {
-        return c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&';
+        return c < ESCAPED_BELOW || strchr(ESCAPED, c);
 }
 
 /* Bytes from s on that go out as they are and stand for themselves:
@@ -56,7 +61,7 @@ static bool ascii_needs_escape(unsigned char c)
  * only past them. */
 static size_t plain_ascii_run(const unsigned char *s, size_t len)
 {
-        return utf8_ascii_prefix(s, len, 0x20, "\"\\<>&");
+        return utf8_ascii_prefix(s, len, ESCAPED_BELOW, ESCAPED);
 }
 
 /* A JSON string of len bytes. */
