@@ -31,6 +31,10 @@ from conftest import job_stderr as stderr_of
 from conftest import (ShellError, eventually, module_shell_fixtures, scaled, start_shell_daemon,
                       stop_shell_daemon)
 
+# the restart helpers of the integration suite's restart tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from test_shell_restart import down, up  # noqa: E402
+
 MIB = 1 << 20
 SHELL = {"disk_size": "256M", "binding_disk": "16M", "workspace_disk": "24M", "max_jobs": 12,
          "processes": 32, "memory": "128M"}
@@ -571,9 +575,6 @@ def test_a_job_kept_over_a_restart_leaves_no_new_workspace_unbounded(_session_tm
     kept job lives; the kept job's own workspace, a plain directory, is not
     moved from under it (another binding's job there runs unbounded, said
     in the log)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration"))
-    from test_shell_restart import down, up  # noqa: E402
     d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True, workspace_disk="0"),
                            enable_network=False)
     try:
@@ -611,9 +612,6 @@ def test_a_home_with_ended_jobs_is_bounded_once_its_bound_is_turned_on(_session_
     not hold its HOME: the next job moves the HOME into its subvolume and
     is bounded, rather than the HOME staying unbounded for as long as the
     table keeps a job of it."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration"))
-    from test_shell_restart import down, up  # noqa: E402
     d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True, binding_disk="0"),
                            enable_network=False)
     try:
@@ -644,9 +642,6 @@ def test_jobs_ending_across_a_restart_while_deletes_arrive(_session_tmp):
     them arrive from ten threads as soon as it answers. The jailer never
     calls a stale watch: it stays up, every call is answered, nothing of
     the jobs is left."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration"))
-    from test_shell_restart import down, up  # noqa: E402
     d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True), enable_network=False)
     try:
         t0 = time.time() + scaled(2)
@@ -672,9 +667,6 @@ def test_bounds_turned_off_are_gone_from_the_trees(_session_tmp):
     trees were bounded: the HOME's limit is gone at its next job while the
     workspace keeps its own; both off, the workspace's is gone too and the
     image's quota groups are off (they cost at every commit)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration"))
-    from test_shell_restart import down, up  # noqa: E402
     d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
     try:
         h, ws = fresh(d)
@@ -770,9 +762,6 @@ def test_a_conversion_cut_by_a_crash_leaves_the_tree_and_nothing_else(_session_t
     HOME. (A crash after the exchange, while the old tree is removed,
     leaves that tree under its temporary name: a plain directory the start
     cannot find without a walk; not covered.)"""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration"))
-    from test_shell_restart import down, up  # noqa: E402
     d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True), enable_network=False)
     try:
         h, _ = fresh(d)

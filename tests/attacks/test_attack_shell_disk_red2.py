@@ -33,6 +33,10 @@ from conftest import (ShellError, eventually, module_shell_fixtures, scaled, sta
 from conftest import job_stderr as stderr_of
 from test_attack_shell_disk_red import SHELL, WRITER, fresh, leftovers, run, subvolumes
 
+# the restart helpers of the integration suite's restart tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from test_shell_restart import down, up  # noqa: E402
+
 _module_shelld, sh = module_shell_fixtures(SHELL, enable_network=False)
 
 
@@ -76,9 +80,6 @@ def test_a_control_process_kept_over_a_restart_still_holds_the_moves(_session_tm
     counts: the move waits for it (or leaves the HOME unbounded), and every
     write the writer saw succeed is in the HOME afterwards. (Runs first in
     the module: one daemon of this module at a time.)"""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration"))
-    from test_shell_restart import down, up  # noqa: E402
     d = start_shell_daemon(_session_tmp, dict(SHELL, keep_jobs=True), enable_network=False)
     try:
         h, _ = fresh(d)
@@ -129,9 +130,6 @@ def test_a_stop_while_the_old_tree_is_removed_leaves_no_copy_behind(_session_tmp
     lockboxd runs again. (Runs before the module's daemon: one daemon of
     this module at a time.) Only the last check fails as an assertion
     (the xfail's); one before it fails the case."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                    "integration"))
-    from test_shell_restart import down, up  # noqa: E402
     d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
     n = 60000
     try:
