@@ -273,31 +273,33 @@ out:
         return r;
 }
 
+struct save_at {
+        struct worker *w;
+        struct archive *a;
+        size_t plen;
+        unsigned depth;
+};
+
+static int save_entry_at(int dfd, const char *name, void *data)
+{
+        const struct save_at *at = data;
+        /* never: the workspace, .local (state, a restore's staging), and
+         * the file system's own lost+found (root's) */
+        if (at->depth == 0 && (strcmp(name, "workspace") == 0 || strcmp(name, ".local") == 0 ||
+                               strcmp(name, "lost+found") == 0))
+                return 0;
+        return save_one(at->w, at->a, dfd, name, at->plen, at->depth);
+}
+
 /* fd (taken) is the directory at w->path[0, plen). */
 static int save_dir(struct worker *w, struct archive *a, int fd, size_t plen, unsigned depth)
 {
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return wfail(w, SNAP_FAILED, "%s: %s", plen ? w->path : "HOME", strerror(errno));
-        }
-        int r = 0;
-        for (struct dirent *de; r == 0 && (errno = 0, de = readdir(d));) {
-                const char *name = de->d_name;
-                if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-                        continue;
-                /* never: the workspace, .local (state, a restore's staging),
-                 * and the file system's own lost+found (root's) */
-                if (depth == 0 && (strcmp(name, "workspace") == 0 || strcmp(name, ".local") == 0 ||
-                                   strcmp(name, "lost+found") == 0))
-                        continue;
-                r = save_one(w, a, dirfd(d), name, plen, depth);
-        }
-        if (r == 0 && errno)
-                r = wfail(w, SNAP_FAILED, "listing %s: %s", plen ? w->path : "HOME",
-                          strerror(errno));
-        closedir(d);
-        return r;
+        struct save_at at = {w, a, plen, depth};
+        int r = file_dir_each(fd, save_entry_at, &at);
+        /* an entry's own message, if it has one, is kept */
+        return r < 0
+                   ? wfail(w, SNAP_FAILED, "listing %s: %s", plen ? w->path : "HOME", strerror(-r))
+                   : 0;
 }
 
 static void save_home(struct worker *w)
