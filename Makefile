@@ -160,7 +160,8 @@ attacks-cold: all
 # or compare host-wide state (the THP mode; every lbx link, lockbox nftables
 # table and ip_forward, which any other daemon changes) run first, alone.
 ALONE_TESTS := test_egress.py::test_nothing_left_on_the_host_after_stop \
-               test_egress.py::test_stopping_one_daemon_leaves_the_others_network
+               test_egress.py::test_stopping_one_daemon_leaves_the_others_network \
+               test_network.py::test_host_mode_shares_the_hosts_network
 ALONE      := test_zygote_thp.py $(ALONE_TESTS)
 # Files the lab lane also takes, to even the lanes out: none since the
 # shell files grew (the lab lane was the longer by 100 s with test_limits.py).
