@@ -100,6 +100,7 @@ struct config {
         int shell_cpu_weight;               /* shell.cpu_weight: per binding */
         bool shell_keep_jobs;               /* shell.keep_jobs: jobs outlive a stop */
         int64_t shell_retention;            /* shell.retention, seconds */
+        int64_t shell_binding_linger;       /* shell.binding_linger, seconds */
         int64_t shell_job_timeout;          /* shell.job_timeout, seconds */
         int64_t shell_memory_bytes;         /* shell.memory: per job */
         int shell_processes;                /* shell.processes: per job */

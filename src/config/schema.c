@@ -473,6 +473,12 @@ const struct schema_row schema_rows[] = {
         DURATION("shell.retention", shell_retention, "300", 0, 30 * 24 * HOURS, NULL,
                  "How long a finished job and its output are kept before they are removed "
                  "(the reference keeps them 300 s)."),
+        DURATION("shell.binding_linger", shell_binding_linger, "60", 0, 24 * HOURS, NULL,
+                 "How long a binding whose last job was removed keeps its namespaces and its "
+                 "spare (a job's keeper and first process made ready ahead, in its mount "
+                 "view) for the binding's next job; Dify's control scripts and file transfers "
+                 "are each one job, run and removed. Nothing of the removed jobs is left in "
+                 "it: their processes ended with them. 0: a binding ends with its last job."),
         DURATION("shell.job_timeout", shell_job_timeout, "1h", 1, 30 * 24 * HOURS, NULL,
                  "Wall-clock limit of one job: then it is interrupted, and killed with every "
                  "process it made 10 s later. Dify's timeout field is how long a call waits, "

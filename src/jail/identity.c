@@ -7,17 +7,23 @@
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "jail/jail.h"
 
-static int drop_bounding_set(void)
+static bool bounding_dropped;
+
+int jail_bounding_drop(void)
 {
+        if (bounding_dropped)
+                return 0;
         for (unsigned long cap = 0; cap <= 63; cap++)
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
                         return -errno;
+        bounding_dropped = true;
         return 0;
 }
 
@@ -37,7 +43,7 @@ static int verify_no_caps(void)
 
 int jail_identity_drop(uid_t uid, gid_t gid)
 {
-        int r = drop_bounding_set();
+        int r = jail_bounding_drop();
         if (r < 0)
                 return r;
         if (prctl(PR_SET_SECUREBITS,

@@ -86,6 +86,9 @@ void jail_hosts_text(const char *host_text, const char *nodename, const char *ho
 int jail_run_mounts(const char *base, const struct jail_spec *s);
 int jail_mounts_setup(const struct jail_spec *s);
 int jail_rlimits_apply(const struct run_limits *l);
+/* The capability bounding set emptied ahead (what jail_identity_drop
+ * does first): a spare shell job does it before it waits, root. */
+int jail_bounding_drop(void);
 int jail_identity_drop(uid_t uid, gid_t gid);
 /* Default dispositions and an empty mask: what the jailer blocks or
  * ignores (its signalfd's signals, SIGPIPE) never reaches a program. */
@@ -115,7 +118,7 @@ struct jail_view {
         uid_t uid;
         gid_t gid;
         int64_t tmp_bytes; /* /tmp's size */
-        const char *cwd;   /* where the job starts */
+        const char *cwd;   /* where the job starts; NULL: chdir later (a spare) */
 };
 /* A detached copy of the mount at fd (a directory or file opened with
  * O_PATH in the caller's mount namespace), nosuid and nodev, read-only if

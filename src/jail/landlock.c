@@ -149,8 +149,8 @@ static int add_paths(int ruleset, const char *const *paths, size_t n, uint64_t a
         return 0;
 }
 
-int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
-                            const char *const *rw_dev, size_t n_dev, bool scoped)
+int landlock_paths_ruleset(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
+                           const char *const *rw_dev, size_t n_dev, bool scoped)
 {
         int abi = landlock_abi();
         if (abi < 0)
@@ -184,5 +184,15 @@ int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *cons
                               all);
         if (r < 0)
                 return r;
+        return TAKE_FD(ruleset);
+}
+
+int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
+                            const char *const *rw_dev, size_t n_dev, bool scoped)
+{
+        _cleanup_close_ int ruleset =
+            landlock_paths_ruleset(rw, n_rw, ro, n_ro, rw_dev, n_dev, scoped);
+        if (ruleset < 0)
+                return ruleset;
         return syscall(SYS_landlock_restrict_self, ruleset, 0) < 0 ? -errno : 0;
 }

@@ -50,3 +50,8 @@ int landlock_scope_self(void);
  * negative errno. Needs no_new_privs. */
 int landlock_restrict_paths(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
                             const char *const *rw_dev, size_t n_dev, bool scoped);
+/* The same rules as a ruleset fd, for landlock_restrict_self later (a
+ * shell job's are made before its identity is dropped): the fd,
+ * -EOPNOTSUPP or a negative errno. */
+int landlock_paths_ruleset(const char *const *rw, size_t n_rw, const char *const *ro, size_t n_ro,
+                           const char *const *rw_dev, size_t n_dev, bool scoped);

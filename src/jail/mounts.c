@@ -533,5 +533,5 @@ int jail_view_enter(const struct jail_view *v)
                 return r;
         if ((r = jail_root_enter()) < 0)
                 return r;
-        return chdir(v->cwd) < 0 ? -errno : 0;
+        return v->cwd && chdir(v->cwd) < 0 ? -errno : 0;
 }

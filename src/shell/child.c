@@ -7,12 +7,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <termios.h>
 #include <unistd.h>
@@ -28,6 +33,10 @@ struct child {
         int sync, out, err; /* stdio: the pipes' write ends; pty: -1 */
         int slave;          /* pty: the terminal's slave */
         int listener;
+        int ruleset; /* Landlock's, made before the go */
+        struct job_spec go;   /* a spare's: its spec, completed at KEEPER_GO */
+        char *argv[3];        /* a spare's: the script's command line */
+        const char *sh_argv0; /* "sh" */
 };
 
 static int send_sync(int sync, uint32_t type, int error, const char *step, int fd)
@@ -77,6 +86,96 @@ static int step_mounts(struct child *c)
         return jail_view_enter(&c->s->view);
 }
 
+/* What needs no knowledge of the job is done before the go (a spare
+ * waits after it): the capability bounding set emptied (root keeps its
+ * effective set until the identity step) and Landlock's rules made from
+ * the view, applied at the landlock step. */
+static int step_prepare(struct child *c)
+{
+        const struct job_spec *s = c->s;
+        int r = jail_bounding_drop();
+        if (r < 0 || !s->ll_on)
+                return r;
+        /* no scopes: the jobs of one binding signal each other's
+         * processes (its PID namespace bounds whom) */
+        r = landlock_paths_ruleset(s->ll_rw, s->n_ll_rw, s->ll_ro, s->n_ll_ro, s->ll_dev,
+                                   s->n_ll_dev, false);
+        if (r >= 0)
+                c->ruleset = r;
+        return r == -EOPNOTSUPP || r >= 0 ? 0 : r;
+}
+
+/* A spare's job arrives: its mode, terminal size, environment and cwd
+ * from the keeper (the jailer's sealed memfd, read whole here), and for a
+ * stdio job the pipes' write ends. Until then the process waits in its
+ * mount view, root, seen by the binding's jobs but not theirs to signal;
+ * the keeper's death ends it. A job made cold has all this already. */
+static int step_go(struct child *c)
+{
+        if (!c->s->spare)
+                return 0;
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return -errno;
+        if (getppid() == 1)
+                _exit(0); /* the keeper is gone already: the binding's init took it */
+        struct job_sync_msg m;
+        int fds[3] = {-1, -1, -1};
+        size_t nf = 0;
+        int r;
+        do {
+                struct pollfd p = {.fd = c->sync, .events = POLLIN};
+                if (RETRY_EINTR(poll(&p, 1, -1)) < 0)
+                        return -errno;
+                r = channel_recv(c->sync, &m, sizeof(m), fds, 3, &nf);
+        } while (r == -EAGAIN);
+        if (r <= 0)
+                _exit(0); /* the spare was dropped */
+        if (m.type != JOB_SYNC_GO || nf < 1)
+                return -EPROTO;
+        _cleanup_close_ int memfd = fds[0];
+        c->out = nf == 3 ? fds[1] : -1;
+        c->err = nf == 3 ? fds[2] : -1;
+        struct stat st;
+        if (fstat(memfd, &st) < 0)
+                return -errno;
+        if (st.st_size < (off_t)sizeof(struct job_go) || st.st_size > JOB_GO_MAX)
+                return -EPROTO;
+        size_t size = (size_t)st.st_size;
+        const char *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, memfd, 0);
+        if (p == MAP_FAILED)
+                return -errno;
+        struct job_go h;
+        memcpy(&h, p, sizeof(h));
+        const char *cwd = p + sizeof(h), *env = cwd + h.cwd_len;
+        if (h.cwd_len < 2 || h.cwd_len > size - sizeof(h) ||
+            h.env_len != size - sizeof(h) - h.cwd_len || cwd[h.cwd_len - 1] != '\0' ||
+            (h.env_len && env[h.env_len - 1] != '\0') || h.n_env > h.env_len ||
+            (h.mode != SHELL_MODE_PTY && h.mode != SHELL_MODE_STDIO) ||
+            (h.mode == SHELL_MODE_STDIO) != (nf == 3))
+                return -EPROTO;
+        char **envp = calloc((size_t)h.n_env + 1, sizeof(char *));
+        if (!envp)
+                return -ENOMEM;
+        for (size_t i = 0, off = 0; i < h.n_env; i++) {
+                if (off >= h.env_len)
+                        return -EPROTO;
+                envp[i] = (char *)env + off;
+                off += strlen(env + off) + 1;
+        }
+        c->go = *c->s;
+        c->go.mode = (enum shell_mode)h.mode;
+        c->go.cols = h.cols;
+        c->go.rows = h.rows;
+        c->go.envp = envp;
+        c->argv[0] = h.shebang ? (char *)c->s->view.file_path : (char *)c->sh_argv0;
+        c->argv[1] = h.shebang ? NULL : (char *)c->s->view.file_path;
+        c->argv[2] = NULL;
+        c->go.argv = c->argv;
+        c->go.exec_path = h.shebang ? c->s->view.file_path : "/bin/sh";
+        c->s = &c->go;
+        return chdir(cwd) < 0 ? -errno : 0;
+}
+
 /* A session of its own: the terminal's, or (stdio) one that a signal to
  * the group reaches whole. */
 static int step_session(struct child *c)
@@ -122,14 +221,17 @@ static int step_fds(struct child *c)
                 out = c->out;
                 err = c->err;
         }
-        int sync = fcntl(c->sync, F_DUPFD_CLOEXEC, 4);
-        if (sync < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        int sync = fcntl(c->sync, F_DUPFD_CLOEXEC, 5);
+        int ruleset = c->ruleset < 0 ? -1 : fcntl(c->ruleset, F_DUPFD_CLOEXEC, 5);
+        if (sync < 0 || (c->ruleset >= 0 && ruleset < 0) || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+            dup2(err, 2) < 0)
                 return -errno;
         null = safe_close(null); /* it may be fd 3, the sync socket's place */
-        if (dup3(sync, 3, O_CLOEXEC) < 0)
+        if (dup3(sync, 3, O_CLOEXEC) < 0 || (ruleset >= 0 && dup3(ruleset, 4, O_CLOEXEC) < 0))
                 return -errno;
         c->sync = 3;
-        fd_close_from(4);
+        c->ruleset = ruleset >= 0 ? 4 : -1;
+        fd_close_from(5);
         return 0;
 }
 
@@ -157,13 +259,11 @@ static int step_identity(struct child *c)
 
 static int step_landlock(struct child *c)
 {
-        const struct job_spec *s = c->s;
-        /* no scopes: the jobs of one binding signal each other's
-         * processes (its PID namespace bounds whom) */
-        int r = s->ll_on ? landlock_restrict_paths(s->ll_rw, s->n_ll_rw, s->ll_ro, s->n_ll_ro,
-                                                   s->ll_dev, s->n_ll_dev, false)
-                         : 0;
-        return r == -EOPNOTSUPP ? 0 : r;
+        if (c->ruleset < 0)
+                return 0; /* off, or no Landlock in this kernel */
+        int r = syscall(SYS_landlock_restrict_self, c->ruleset, 0) < 0 ? -errno : 0;
+        c->ruleset = safe_close(c->ruleset);
+        return r;
 }
 
 static int step_seccomp(struct child *c)
@@ -175,8 +275,15 @@ static int step_seccomp(struct child *c)
         return 0;
 }
 
+/* The keeper holds the job's mount namespace too, so its end (dozens of
+ * mounts taken down) comes after the exit has been told, not before. */
 static int step_hand_listener(struct child *c)
 {
+        int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+        if (ns >= 0) {
+                send_sync(c->sync, JOB_SYNC_MNTNS, 0, NULL, ns);
+                close(ns);
+        }
         int r = send_sync(c->sync, SYNC_LISTENER, 0, NULL, c->listener);
         close(c->listener);
         return r;
@@ -188,7 +295,9 @@ static const struct step {
 } steps[] = {
     {"signals", step_signals},   {"close-inherited", step_close_inherited},
     {"cgroup", step_cgroup},     {"mounts", step_mounts},
-    {"session", step_session},   {"pty", step_pty},
+    {"prepare", step_prepare},   {"go", step_go},
+    {"session", step_session},
+    {"pty", step_pty},
     {"fds", step_fds},           {"rlimits", step_rlimits},
     {"identity", step_identity}, {"landlock", step_landlock},
     {"seccomp", step_seccomp},   {"hand-listener", step_hand_listener},
@@ -196,8 +305,14 @@ static const struct step {
 
 _Noreturn void job_child_main(const struct job_spec *s, int sync, int out, int err)
 {
-        struct child c = {
-            .s = s, .sync = sync, .out = out, .err = err, .slave = -1, .listener = -1};
+        struct child c = {.s = s,
+                          .sync = sync,
+                          .out = out,
+                          .err = err,
+                          .slave = -1,
+                          .listener = -1,
+                          .ruleset = -1,
+                          .sh_argv0 = "sh"};
         for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
                 int r = steps[i].run(&c);
                 if (r < 0) {
@@ -205,7 +320,7 @@ _Noreturn void job_child_main(const struct job_spec *s, int sync, int out, int e
                         _exit(127);
                 }
         }
-        execve(s->exec_path, s->argv, s->envp);
+        execve(c.s->exec_path, c.s->argv, c.s->envp);
         send_sync(c.sync, SYNC_FAIL, errno, "exec", -1);
         _exit(126);
 }

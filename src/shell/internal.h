@@ -43,7 +43,24 @@ struct job_spec {
         size_t n_ll_dev;
         int64_t max_output; /* bytes kept in output.log */
         unsigned nofile;    /* RLIMIT_NOFILE */
+        /* a spare: made ahead for the binding's next job, its mode,
+         * script, environment and cwd not known yet; the keeper and the
+         * first process wait for KEEPER_GO (mode, exec_path, argv, envp
+         * and view.cwd unset) */
+        bool spare;
+        pid_t parent; /* the jailer: a spare's keeper ends with it */
 };
+
+/* What a spare learns at KEEPER_GO, in a sealed memfd: this header, then
+ * cwd (cwd_len bytes with its NUL), then n_env NUL-ended strings
+ * (env_len bytes). */
+struct job_go {
+        uint32_t mode; /* enum shell_mode */
+        uint32_t cols, rows;
+        uint32_t shebang; /* the script is run itself, not by /bin/sh */
+        uint32_t cwd_len, n_env, env_len;
+};
+#define JOB_GO_MAX (SHELL_BLOB_MAX + (1u << 20))
 
 /* keeper <-> jailer, on a SEQPACKET pair, fixed-size messages. */
 enum keeper_msg_type {
@@ -60,6 +77,8 @@ enum keeper_msg_type {
         KEEPER_HELLO = 8,     /* keeper -> a jailer that connected to keeper.sock: pid =
                                * the job's first process, its pidfd attached; EXITED
                                * follows if the job has ended */
+        KEEPER_GO = 9,        /* jailer -> a spare's keeper: the job's struct job_go
+                               * memfd attached; STARTED or FAILED follows */
 };
 
 struct keeper_msg {
@@ -81,6 +100,9 @@ _Noreturn void job_child_main(const struct job_spec *s, int sync, int out, int e
 /* Messages of the job's first process to its keeper on the sync socket:
  * the job's seccomp listener (fd attached), or the failing step. */
 #define JOB_SYNC_PTY 4 /* the master of the job's terminal, attached */
+#define JOB_SYNC_GO 5  /* keeper -> a spare's first process: the job_go memfd, and
+                        * (stdio) the write ends of the output and error pipes */
+#define JOB_SYNC_MNTNS 6 /* the job's mount namespace, attached: the keeper holds it */
 struct job_sync_msg {
         uint32_t type; /* SYNC_FAIL, SYNC_LISTENER (jail.h) or JOB_SYNC_PTY */
         int32_t error;

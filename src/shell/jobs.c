@@ -56,6 +56,7 @@
 #define CONVERT_TIMEOUT_MS 10000 /* a tree moved into its subvolume (its run waits) */
 #define REMOVE_TIMEOUT_MS 300000 /* then the old tree's removal (nobody waits) */
 #define CONTROL_WAIT_MS 10000    /* a move waits this long for control jobs to end */
+#define SPARE_DELAY_MS 50        /* a binding's spare is made this long after a start */
 
 /* pidfd_send_signal to the process group of the pidfd's process (Linux
  * 6.9); older headers lack it */
@@ -136,6 +137,11 @@ struct binding {
         struct cgroup_run *cg; /* the binding's group, its jobs' groups inside; or NULL */
         unsigned jobs;
         struct watch w;
+        int64_t idle_ms;    /* monotonic: when its last job was removed, or 0 */
+        struct job *spare;  /* its next job, made ahead (spare_make), or NULL */
+        int64_t spare_ms;   /* when to make one, or 0 */
+        char *spare_home;   /* the HOME and workspace (or NULL) of its last job: */
+        char *spare_ws;     /* the spare's view */
 };
 
 struct job {
@@ -165,6 +171,10 @@ struct job {
         unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
         struct watch w_sock, w_keeper;
+        bool spare;         /* a binding's spare: in no list, its keeper waits for a job */
+        size_t n_trees;     /* a spare: the HOME and workspace its view holds, */
+        dev_t tree_dev[2];  /* named by device and inode */
+        ino_t tree_ino[2];
 };
 
 /* CALL_CONVERT: a run waiting for a tree of its job to be moved into
@@ -437,8 +447,12 @@ static void binding_close(struct binding *b)
                 safe_close(b->ns[i]);
         cgroup_run_free(b->cg);
         free(b->key);
+        free(b->spare_home);
+        free(b->spare_ws);
         free(b);
 }
+
+static void spare_drop(struct binding *b);
 
 /* A keeper or the init into the binding's holders group, where a start
  * that has lost the binding's record finds and ends them. */
@@ -454,6 +468,7 @@ static int hold(const struct binding *b, pid_t pid)
 static void binding_free(struct binding *b)
 {
         struct shell *sh = b->sh;
+        spare_drop(b);
         binding_unlink(b);
         if (b->pidfd >= 0) {
                 syscall(SYS_pidfd_send_signal, b->pidfd, SIGKILL, NULL, 0);
@@ -470,6 +485,29 @@ static void binding_free(struct binding *b)
         store_binding_delete(sh->store, b->serial);
         log_info(NULL, "shell.binding_ended", "binding=%s", log_q(b->key));
         binding_close(b);
+}
+
+/* Its last job removed: the binding stays shell.binding_linger, with its
+ * spare, for its next job (gc ends it then). At most shell.max_jobs
+ * bindings wait so; beyond, the one idle longest ends. */
+static void binding_idle(struct binding *b)
+{
+        struct shell *sh = b->sh;
+        if (!sh->cfg->shell_binding_linger || b->retired || b->pidfd < 0) {
+                binding_free(b);
+                return;
+        }
+        b->idle_ms = monotonic_ms();
+        unsigned idle = 0;
+        struct binding *oldest = NULL;
+        for (struct binding *o = sh->bindings; o; o = o->next)
+                if (o->jobs == 0 && o->idle_ms) {
+                        idle++;
+                        if (!oldest || o->idle_ms < oldest->idle_ms)
+                                oldest = o;
+                }
+        if (idle > (unsigned)sh->cfg->shell_max_jobs)
+                binding_free(oldest);
 }
 
 /* The start time of a process (clock ticks since boot, /proc/PID/stat's
@@ -501,13 +539,18 @@ static void on_binding_exit(void *data, uint32_t events)
         b->pidfd = safe_close(b->pidfd);
 }
 
-static int binding_get(struct shell *sh, const char *key, struct binding **ret)
+static struct binding *binding_find(struct shell *sh, const char *key)
 {
         for (struct binding *b = sh->bindings; b; b = b->next)
-                if (strcmp(b->key, key) == 0 && b->pidfd >= 0 && !b->retired) {
-                        *ret = b;
-                        return 0;
-                }
+                if (strcmp(b->key, key) == 0 && b->pidfd >= 0 && !b->retired)
+                        return b;
+        return NULL;
+}
+
+static int binding_get(struct shell *sh, const char *key, struct binding **ret)
+{
+        if ((*ret = binding_find(sh, key)))
+                return 0;
         struct binding *b = calloc(1, sizeof(*b));
         if (!b || !(b->key = strdup(key))) {
                 free(b);
@@ -653,7 +696,48 @@ static void job_free(struct job *j)
         log_info(NULL, "shell.job_removed", "job=%s", j->id);
         job_close(j);
         if (b && --b->jobs == 0)
-                binding_free(b);
+                binding_idle(b);
+}
+
+/* ---- spares: a binding's next job made ahead ---------------------------- */
+
+/* A spare's keeper is told nothing more: it and the first process waiting
+ * in its view end (the job group's removal takes the process), and so do
+ * its directory and group. */
+static void spare_free(struct job *j)
+{
+        struct shell *sh = j->sh;
+        job_unlink(j);
+        job_kill(j);
+        if (j->keeper_pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+                gone(j->keeper_pidfd, j->keeper_pid);
+        }
+        remove_job_dir(sh, j->id);
+        job_close(j);
+}
+
+static void spare_drop(struct binding *b)
+{
+        if (b->spare)
+                spare_free(b->spare);
+        b->spare = NULL;
+}
+
+static bool spare_fits(const struct job *j, const char *home, const struct jail_view_rw *rw,
+                       size_t n_rw)
+{
+        if (!j || j->keeper_gone || j->sock < 0 || j->n_trees != n_rw || strcmp(j->home, home))
+                return false;
+        if (n_rw == 2 && (!j->ws || strcmp(j->ws, rw[1].path)))
+                return false;
+        for (size_t i = 0; i < n_rw; i++) {
+                struct stat st;
+                if (fstat(rw[i].fd, &st) < 0 || st.st_dev != j->tree_dev[i] ||
+                    st.st_ino != j->tree_ino[i])
+                        return false;
+        }
+        return true;
 }
 
 /* ^C: typed on its terminal by the keeper (the line discipline signals
@@ -724,6 +808,18 @@ static void on_keeper_msg(void *data, uint32_t events)
         size_t nf = 0;
         _cleanup_close_ int fd = -1;
         int r = channel_recv(j->sock, &m, sizeof(m), &fd, 1, &nf);
+        if (j->spare) {
+                /* before its job: only a failure is heard, and it ends the
+                 * spare (the binding's next job starts cold) */
+                if (r > 0 && m.type == KEEPER_FAILED) {
+                        m.step[sizeof(m.step) - 1] = '\0';
+                        log_warn(NULL, "shell.spare_failed", "binding=%s step=%s error=%s",
+                                 log_q(j->b->key), log_q(m.step), log_q(strerror(m.error)));
+                }
+                if (r <= 0 || m.type == KEEPER_FAILED)
+                        spare_drop(j->b);
+                return;
+        }
         if (r <= 0) {
                 loop_unwatch(j->sh->loop, j->sock);
                 j->sock = safe_close(j->sock);
@@ -767,6 +863,8 @@ static void on_keeper_msg(void *data, uint32_t events)
                         j->exit_code = m.code;
                 }
                 set_status(j, SHELL_EXITED);
+                if (j->b && j->b->spare_ms)
+                        j->b->spare_ms = monotonic_ms(); /* once the run is answered */
                 /* on record: the keeper may go */
                 channel_send(j->sock, &(struct keeper_msg){.type = KEEPER_ACK},
                              sizeof(struct keeper_msg), NULL, 0);
@@ -779,6 +877,12 @@ static void on_keeper_msg(void *data, uint32_t events)
 static void on_keeper_exit(void *data, uint32_t events)
 {
         struct job *j = data;
+        if (j->spare) {
+                log_warn(NULL, "shell.spare_failed", "binding=%s step=keeper",
+                         log_q(j->b->key));
+                spare_drop(j->b);
+                return;
+        }
         /* messages it sent before dying come first */
         char probe;
         while (j->sock >= 0 && recv(j->sock, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
@@ -1500,15 +1604,16 @@ static int new_id(struct shell *sh, char id[SHELL_JOB_ID_LEN + 1])
         return -EEXIST;
 }
 
-/* Fork the keeper; the job is then STARTING. */
+/* Fork the keeper; the job is then STARTING. t NULL: a spare, for a job
+ * with HOME home and the trees rw, told the rest at KEEPER_GO. */
 static int start_keeper(struct shell *sh, struct job *j, const struct run_text *t,
-                        struct jail_view_rw *rw, size_t n_rw, char **env, unsigned cols,
-                        unsigned rows)
+                        const char *home, struct jail_view_rw *rw, size_t n_rw, char **env,
+                        unsigned cols, unsigned rows)
 {
         const struct config *cfg = sh->cfg;
         char script_path[PATH_MAX];
         snprintf(script_path, sizeof(script_path), "%s/%s/script", sh->jobs_dir, j->id);
-        bool shebang = t->script_len >= 2 && t->script[0] == '#' && t->script[1] == '!';
+        bool shebang = t && t->script_len >= 2 && t->script[0] == '#' && t->script[1] == '!';
         char sh_name[] = "sh";
         char *argv_sh[] = {sh_name, script_path, NULL};
         char *argv_self[] = {script_path, NULL};
@@ -1598,13 +1703,13 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                      .file_fd = file_fd,
                      .hostname = cfg->hostname,
                      .resolv_conf = sh->resolv_conf,
-                     .home = t->home,
+                     .home = home,
                      .uid = (uid_t)cfg->shell_uid,
                      .gid = (gid_t)cfg->shell_uid,
                      .tmp_bytes = cfg->shell_memory_bytes,
-                     .cwd = t->cwd},
-            .exec_path = shebang ? script_path : "/bin/sh",
-            .argv = shebang ? argv_self : argv_sh,
+                     .cwd = t ? t->cwd : NULL},
+            .exec_path = !t ? NULL : shebang ? script_path : "/bin/sh",
+            .argv = !t ? NULL : shebang ? argv_self : argv_sh,
             .envp = env,
             .filter = &sh->filter,
             .ll_on = ll_on,
@@ -1616,6 +1721,8 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
             .n_ll_dev = n_ll_dev,
             .max_output = cfg->shell_max_output,
             .nofile = NOFILE,
+            .spare = !t,
+            .parent = getpid(),
         };
         memcpy(spec.job_id, j->id, sizeof(spec.job_id));
         pid_t pid = fork();
@@ -1653,6 +1760,123 @@ out:
         safe_close(pair[1]);
         safe_close(procs[0]);
         safe_close(procs[1]);
+        return r;
+}
+
+/* A binding's next job, made ahead with its last job's HOME and
+ * workspace: directory, files, group, keeper, and a first process that
+ * waits in its mount view (keeper.c, child.c). On the loop (shell_tick),
+ * once the job that asked for it has been answered or has run a while. */
+static void spare_make(struct binding *b)
+{
+        struct shell *sh = b->sh;
+        b->spare_ms = 0;
+        if (b->spare || b->retired || b->pidfd < 0 || !b->spare_home)
+                return;
+        if (conversion_find(sh, b->spare_home) ||
+            (b->spare_ws && conversion_find(sh, b->spare_ws))) {
+                b->spare_ms = monotonic_ms() + SPARE_DELAY_MS; /* its trees move */
+                return;
+        }
+        struct jail_view_rw rw[2] = {{.path = b->spare_home, .fd = -1},
+                                     {.path = b->spare_ws, .fd = -1}};
+        size_t n_rw = b->spare_ws ? 2 : 1;
+        struct job *j = calloc(1, sizeof(*j));
+        if (!j)
+                return;
+        *j = (struct job){.sh = sh,
+                          .mode = SHELL_MODE_PTY,
+                          .status = SHELL_CREATED,
+                          .created = -1,
+                          .started = -1,
+                          .ended = -1,
+                          .kill_at_ms = -1,
+                          .dirfd = -1,
+                          .out_rfd = -1,
+                          .keeper_pidfd = -1,
+                          .pidfd = -1,
+                          .sock = -1,
+                          .spare = true,
+                          .b = b,
+                          .serial = b->serial,
+                          .n_trees = n_rw};
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < n_rw; i++) {
+                const char *rel;
+                struct stat st;
+                if ((r = under_home(sh->cfg->shell_home, rw[i].path, &rel)) < 0 ||
+                    (r = rw[i].fd = detached(sh, rel)) < 0)
+                        break;
+                r = fstat(rw[i].fd, &st) < 0 ? -errno : 0;
+                j->tree_dev[i] = st.st_dev;
+                j->tree_ino[i] = st.st_ino;
+        }
+        if (r == 0 && (!(j->home = strdup(b->spare_home)) ||
+                       (b->spare_ws && !(j->ws = strdup(b->spare_ws)))))
+                r = -ENOMEM;
+        if (r == 0 && (r = new_id(sh, j->id)) == 0 &&
+            (j->dirfd = openat(sh->jobs_fd, j->id,
+                               O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                r = -errno;
+        /* the script's file is bound into the view now, written at the go */
+        if (r == 0)
+                r = write_file_at(j->dirfd, "script", "", 0, 0555);
+        if (r == 0)
+                r = write_file_at(j->dirfd, "output.log", "", 0, 0600);
+        if (r == 0)
+                r = write_file_at(j->dirfd, "stderr.log", "", 0, 0600);
+        if (r == 0 &&
+            (j->out_rfd = openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                r = -errno;
+        if (r == 0)
+                r = start_keeper(sh, j, NULL, j->home, rw, n_rw, NULL, 0, 0);
+        for (size_t i = 0; i < 2; i++)
+                safe_close(rw[i].fd);
+        if (r < 0) {
+                log_warn(NULL, "shell.spare_failed", "binding=%s error=%s", log_q(b->key),
+                         log_q(strerror(-r)));
+                spare_free(j);
+                return;
+        }
+        b->spare = j;
+}
+
+/* Its job for the spare's keeper: mode, terminal size, whether the script
+ * runs itself, cwd and environment, in a sealed memfd (struct job_go). */
+static int spare_go(struct job *j, const struct run_text *t, char **env, unsigned cols,
+                    unsigned rows)
+{
+        struct job_go h = {.mode = (uint32_t)j->mode,
+                           .cols = cols,
+                           .rows = rows,
+                           .shebang = t->script_len >= 2 && t->script[0] == '#' &&
+                                      t->script[1] == '!',
+                           .cwd_len = (uint32_t)strlen(t->cwd) + 1};
+        size_t env_len = 0;
+        for (char **e = env; *e; e++) {
+                env_len += strlen(*e) + 1;
+                h.n_env++;
+        }
+        if (sizeof(h) + h.cwd_len + env_len > JOB_GO_MAX)
+                return -E2BIG;
+        h.env_len = (uint32_t)env_len;
+        size_t size = sizeof(h) + h.cwd_len + env_len;
+        _cleanup_free_ char *buf = malloc(size);
+        if (!buf)
+                return -ENOMEM;
+        char *p = mempcpy(mempcpy(buf, &h, sizeof(h)), t->cwd, h.cwd_len);
+        for (char **e = env; *e; e++)
+                p = mempcpy(p, *e, strlen(*e) + 1);
+        _cleanup_close_ int fd = memfd_create("lockbox-job-go", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return -errno;
+        int r = file_write_all(fd, buf, size);
+        if (r == 0 &&
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+                r = -errno;
+        if (r == 0 && channel_send(j->sock, &(struct keeper_msg){.type = KEEPER_GO},
+                                   sizeof(struct keeper_msg), &fd, 1) < 0)
+                r = -EPIPE;
         return r;
 }
 
@@ -1771,6 +1995,63 @@ static void start_terminate(struct call *c, struct job *j)
         terminate_pass(c);
 }
 
+/* The job is STARTING (or FAILED): the run waits for its output or end;
+ * the binding's next job is made ahead (spare_make) once this one has
+ * been answered or has run SPARE_DELAY_MS. */
+static void run_started(struct call *c, struct job *j, const char *binding, const char *cwd,
+                        const char *how)
+{
+        log_info(NULL, "shell.job_started", "job=%s mode=%s binding=%s cwd=%s start=%s", j->id,
+                 j->mode == SHELL_MODE_PTY ? "pty" : "stdio", log_q(binding), log_q(cwd), how);
+        struct binding *b = j->b;
+        if (b && !terminal(j) && !b->spare) {
+                free(b->spare_home);
+                free(b->spare_ws);
+                b->spare_home = strdup(j->home);
+                b->spare_ws = j->ws ? strdup(j->ws) : NULL;
+                b->spare_ms = monotonic_ms() + SPARE_DELAY_MS;
+        }
+        memcpy(c->req.job_id, j->id, sizeof(c->req.job_id));
+        c->req.offset = 0;
+        call_park_wait(c, 0);
+        wait_pass(c);
+}
+
+/* The binding's spare becomes the job: its script written to the file
+ * its view already holds, its row saved, its keeper told the rest. */
+static void start_spare(struct call *c, struct binding *b, const struct run_text *t, char **env)
+{
+        struct shell *sh = c->sh;
+        struct job *j = b->spare;
+        b->spare = NULL;
+        j->spare = false;
+        j->mode = c->req.mode;
+        j->created = now_s();
+        j->deadline_ms = monotonic_ms() + sh->cfg->shell_job_timeout * 1000;
+        j->next = sh->jobs;
+        sh->jobs = j;
+        b->jobs++;
+        b->idle_ms = 0;
+        int r = 0;
+        {
+                _cleanup_close_ int fd =
+                    openat(j->dirfd, "script", O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+                r = fd < 0 ? -errno : file_write_all(fd, t->script, t->script_len);
+        }
+        if (r == 0)
+                r = spare_go(j, t, env, c->req.cols, c->req.rows);
+        set_status(j, SHELL_STARTING); /* its row: written while the job starts */
+        if (r < 0) {
+                j->has_exit = true;
+                j->exit_code = 125;
+                verdict(j, "the job could not start: %s", strerror(-r));
+                set_status(j, SHELL_FAILED);
+                job_kill(j);
+                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+        }
+        run_started(c, j, b->key, t->cwd, "spare");
+}
+
 static void do_run(struct call *c, int blobfd)
 {
         struct shell *sh = c->sh;
@@ -1834,7 +2115,20 @@ static void do_run(struct call *c, int blobfd)
                                     *why ? why : "cwd is not a directory");
                 goto out;
         }
-        if (!(env = job_env(sh, &t, c->req.mode)) || !(j = calloc(1, sizeof(*j)))) {
+        if (!(env = job_env(sh, &t, c->req.mode))) {
+                reply_error(c, 500, "internal_error", "out of memory");
+                goto out;
+        }
+        const char *binding = c->req.session_id[0] ? c->req.session_id : t.home;
+        struct binding *b = binding_find(sh, binding);
+        if (b && b->spare) {
+                if (spare_fits(b->spare, t.home, rw, n_rw)) {
+                        start_spare(c, b, &t, env);
+                        goto out;
+                }
+                spare_drop(b); /* its trees are not this job's (any more) */
+        }
+        if (!(j = calloc(1, sizeof(*j)))) {
                 reply_error(c, 500, "internal_error", "out of memory");
                 goto out;
         }
@@ -1860,7 +2154,6 @@ static void do_run(struct call *c, int blobfd)
         sh->jobs = j;
         j->deadline_ms = monotonic_ms() + sh->cfg->shell_job_timeout * 1000;
         j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        const char *binding = c->req.session_id[0] ? c->req.session_id : t.home;
         r = j->dirfd < 0 ? -errno : 0;
         if (r == 0)
                 r = write_file_at(j->dirfd, "script", t.script, t.script_len, 0555);
@@ -1873,6 +2166,7 @@ static void do_run(struct call *c, int blobfd)
                 r = -errno;
         if (r == 0 && (r = binding_get(sh, binding, &j->b)) == 0) {
                 j->b->jobs++;
+                j->b->idle_ms = 0;
                 j->serial = j->b->serial;
         }
         if (r == 0 && !(j->home = strdup(t.home)))
@@ -1881,7 +2175,7 @@ static void do_run(struct call *c, int blobfd)
                 r = -ENOMEM;
         if (r == 0) {
                 set_status(j, SHELL_STARTING);
-                r = start_keeper(sh, j, &t, rw, n_rw, env, c->req.cols, c->req.rows);
+                r = start_keeper(sh, j, &t, t.home, rw, n_rw, env, c->req.cols, c->req.rows);
         }
         if (r < 0) {
                 j->has_exit = true;
@@ -1895,12 +2189,7 @@ static void do_run(struct call *c, int blobfd)
                         goto out;
                 }
         }
-        log_info(NULL, "shell.job_started", "job=%s mode=%s binding=%s cwd=%s", j->id,
-                 j->mode == SHELL_MODE_PTY ? "pty" : "stdio", log_q(binding), log_q(t.cwd));
-        memcpy(c->req.job_id, j->id, sizeof(c->req.job_id));
-        c->req.offset = 0;
-        call_park_wait(c, 0);
-        wait_pass(c);
+        run_started(c, j, binding, t.cwd, "cold");
 out:
         for (size_t i = 0; i < 2; i++)
                 safe_close(rw[i].fd);
@@ -2138,12 +2427,20 @@ int shell_wait_ms(const struct shell *sh)
         for (const struct conversion *cv = sh->conversions; cv; cv = cv->next)
                 if (cv->p && cv->deadline_ms < next)
                         next = cv->deadline_ms;
+        for (const struct binding *b = sh->bindings; b; b = b->next)
+                if (b->spare_ms && b->spare_ms < next)
+                        next = b->spare_ms;
         return next <= now ? 0 : (int)(next - now);
 }
 
 static void gc(struct shell *sh)
 {
         int64_t now = monotonic_ms();
+        for (struct binding *b = sh->bindings, *next; b; b = next) {
+                next = b->next;
+                if (!b->jobs && b->idle_ms && now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000)
+                        binding_free(b);
+        }
         for (struct job *j = sh->jobs, *next; j; j = next) {
                 next = j->next;
                 if (j->kill_at_ms < 0 && (!terminal(j) || now - j->ended_ms < 2000))
@@ -2236,6 +2533,9 @@ void shell_tick(struct shell *sh)
                 evict_finished(sh);
                 sh->next_gc_ms = now + GC_EVERY_MS;
         }
+        for (struct binding *b = sh->bindings; b; b = b->next)
+                if (b->spare_ms && now >= b->spare_ms)
+                        spare_make(b);
         for (struct call *c = sh->calls, *next; c; c = next) {
                 next = c->next;
                 if (c->state == CALL_DONE)
@@ -2251,7 +2551,7 @@ bool shell_owns(const struct shell *sh, pid_t pid)
                 if (j->keeper_pid == pid && !j->keeper_gone)
                         return true;
         for (const struct binding *b = sh->bindings; b; b = b->next)
-                if (b->pid == pid)
+                if (b->pid == pid || (b->spare && b->spare->keeper_pid == pid))
                         return true;
         return false;
 }
@@ -2269,6 +2569,8 @@ unsigned shell_jobs(const struct shell *sh)
  * them ends; the next start adopts them. */
 static void detach_all(struct shell *sh)
 {
+        for (struct binding *b = sh->bindings; b; b = b->next)
+                spare_drop(b); /* a spare has no job to keep */
         /* a binding with nothing running (its jobs over, none left a
          * process) ends now; its jobs' records and output stay */
         for (struct binding *b = sh->bindings, *next; b; b = next) {

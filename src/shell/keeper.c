@@ -51,7 +51,7 @@
 struct keeper {
         const struct job_spec *s;
         pid_t pid;
-        int pidfd, master, out_r, err_r, listener;
+        int pidfd, master, out_r, err_r, listener, mntns;
         int sock; /* to the jailer, -1 while none is connected */
         struct sanitizer *san;
         int64_t written;     /* bytes in output.log */
@@ -272,7 +272,8 @@ static int start_child(struct keeper *k, int *ret_sync)
 {
         const struct job_spec *s = k->s;
         int out[2] = {-1, -1}, err[2] = {-1, -1}, sync[2];
-        if (s->mode == SHELL_MODE_STDIO && (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0))
+        if (!s->spare && s->mode == SHELL_MODE_STDIO &&
+            (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0))
                 return -errno;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0)
                 return -errno;
@@ -323,6 +324,8 @@ static void await_child(struct keeper *k, int sync)
                         fail(k->s, m.step, m.error);
                 if (m.type == JOB_SYNC_PTY && fd >= 0 && k->master < 0)
                         k->master = fd;
+                else if (m.type == JOB_SYNC_MNTNS && fd >= 0 && k->mntns < 0)
+                        k->mntns = fd; /* closed at the keeper's exit */
                 else if (m.type == SYNC_LISTENER && fd >= 0 && k->listener < 0)
                         k->listener = fd;
                 else
@@ -331,6 +334,70 @@ static void await_child(struct keeper *k, int sync)
         close(sync);
         if (k->listener < 0 || (k->s->mode == SHELL_MODE_PTY && k->master < 0))
                 fail(k->s, "exec", ECHILD);
+}
+
+/* A spare's keeper waits for its job: KEEPER_GO from the jailer (the
+ * job's struct job_go memfd), passed on to the first process with the
+ * stdio pipes' write ends; a dropped spare (the jailer's end closed) or a
+ * first process that failed ends it. Then it is the job's keeper, kept
+ * like any other past lockboxd's end. */
+static void wait_go(struct keeper *k, struct job_spec *mine, int sync)
+{
+        int memfd = -1;
+        while (memfd < 0) {
+                struct pollfd p[2] = {{.fd = k->sock, .events = POLLIN},
+                                      {.fd = sync, .events = POLLIN}};
+                if (RETRY_EINTR(poll(p, 2, -1)) < 0)
+                        fail(k->s, "spare", errno);
+                if (p[1].revents) {
+                        struct job_sync_msg m;
+                        int fd = -1;
+                        int r = jail_sync_recv(sync, (struct jail_sync_msg *)&m, &fd);
+                        safe_close(fd);
+                        fail(k->s, r > 0 && m.type == SYNC_FAIL ? m.step : "spare",
+                             r > 0 && m.type == SYNC_FAIL ? m.error : ECHILD);
+                }
+                if (!p[0].revents)
+                        continue;
+                struct keeper_msg in;
+                size_t nf = 0;
+                int r = channel_recv(k->sock, &in, sizeof(in), &memfd, 1, &nf);
+                if (r == 0 || (r < 0 && r != -EAGAIN)) {
+                        syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
+                        _exit(0); /* dropped */
+                }
+                if (nf == 1 && (r < 0 || in.type != KEEPER_GO))
+                        memfd = safe_close(memfd);
+        }
+        struct job_go h;
+        if (pread(memfd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+            (h.mode != SHELL_MODE_PTY && h.mode != SHELL_MODE_STDIO))
+                fail(k->s, "go", EPROTO);
+        /* the job's now: it outlives lockboxd */
+        prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+        prctl(PR_SET_NAME, "lockbox-keeper", 0, 0, 0);
+        mine->mode = (enum shell_mode)h.mode;
+        mine->cols = h.cols;
+        mine->rows = h.rows;
+        int fds[3] = {memfd, -1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+        size_t nf = 1;
+        if (mine->mode == SHELL_MODE_PTY && sanitizer_new(&k->san) < 0)
+                fail(k->s, "keeper-sanitizer", ENOMEM);
+        if (mine->mode == SHELL_MODE_STDIO) {
+                if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+                        fail(k->s, "keeper-pipes", errno);
+                fds[1] = out[1];
+                fds[2] = err[1];
+                nf = 3;
+        }
+        struct job_sync_msg m = {.type = JOB_SYNC_GO};
+        if (channel_send(sync, &m, sizeof(m), fds, nf) < 0)
+                fail(k->s, "go", EPIPE);
+        close(memfd);
+        safe_close(out[1]);
+        safe_close(err[1]);
+        k->out_r = out[0];
+        k->err_r = err[0];
 }
 
 /* Root is needed no more: the job's UID, no capabilities, not dumpable,
@@ -474,18 +541,24 @@ static _Noreturn void report_exit(struct keeper *k)
         }
 }
 
-_Noreturn void keeper_main(const struct job_spec *s)
+_Noreturn void keeper_main(const struct job_spec *spec)
 {
+        struct job_spec mine = *spec;
+        const struct job_spec *s = &mine;
         struct keeper k = {.s = s,
                            .pidfd = -1,
                            .master = -1,
                            .out_r = -1,
                            .err_r = -1,
                            .listener = -1,
+                           .mntns = -1,
                            .sock = s->sock,
                            .untold_nr = -1};
         strbuf_init(&k.input, 0);
-        prctl(PR_SET_NAME, "lockbox-keeper", 0, 0, 0);
+        prctl(PR_SET_NAME, s->spare ? "lockbox-spare" : "lockbox-keeper", 0, 0, 0);
+        /* a spare ends with the jailer that made it: no job has it yet */
+        if (s->spare && (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != s->parent))
+                _exit(0);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -499,7 +572,7 @@ _Noreturn void keeper_main(const struct job_spec *s)
         for (size_t i = 0; i < ELEMENTSOF(ns); i++)
                 if (setns(ns[i][0], ns[i][1]) < 0)
                         fail(s, "keeper-setns", errno);
-        if (s->mode == SHELL_MODE_PTY && sanitizer_new(&k.san) < 0)
+        if (!s->spare && s->mode == SHELL_MODE_PTY && sanitizer_new(&k.san) < 0)
                 fail(s, "keeper-sanitizer", ENOMEM);
         int sync = -1;
         int r = start_child(&k, &sync);
@@ -511,6 +584,12 @@ _Noreturn void keeper_main(const struct job_spec *s)
         if (listen(s->listen_fd, 4) < 0)
                 fail(s, "keeper-listen", errno);
         give_up_root(s);
+        if (s->spare) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* the drop took it back */
+                if (getppid() != s->parent)
+                        _exit(0);
+                wait_go(&k, &mine, sync);
+        }
         await_child(&k, sync);
         if (k.master >= 0)
                 fcntl(k.master, F_SETFL, O_NONBLOCK);

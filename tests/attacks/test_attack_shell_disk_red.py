@@ -349,7 +349,7 @@ def test_a_forbidden_call_after_the_leader_ended_still_ends_the_job(sh, fork):
     def ended():
         err = stderr_of(sh, job)
         assert "[lockbox] job killed: forbidden system call mount" in err, err
-        procs = [p for p in sh.shell_processes() if p[1] != "lockbox-binding"]
+        procs = sh.job_processes()
         assert not procs, procs
     time.sleep(1.5)
     eventually(ended, scaled(10))

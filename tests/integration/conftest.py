@@ -582,7 +582,8 @@ from shellclient import ShellClient, ShellError  # noqa: E402,F401  (tests/ is o
 SHELL_TOKEN = "shell-token-4be1c0ffee-" + str(os.getpid())
 # keep_jobs off: a suite's stop must end every job (test_shell_restart.py
 # turns it on, the default, to see jobs outlive the daemon)
-SHELL_DEFAULTS = {"max_jobs": 8, "processes": 128, "memory": "256M", "keep_jobs": False}
+SHELL_DEFAULTS = {"max_jobs": 8, "processes": 128, "memory": "256M", "keep_jobs": False,
+                  "binding_linger": 0}
 
 
 def shell_cgroup_tag(state_dir):
@@ -669,6 +670,13 @@ class ShellDaemon(Daemon):
     # ------------------------------------------------------------ what is left
     def shell_processes(self):
         return processes_in_uid_range(self.shell_uid, self.shell_uid)
+
+    def job_processes(self):
+        """Processes of the jobs' UID that are not a binding's own: its init
+        (PID 1 of its namespaces) and its spare's keeper (the next job,
+        made ahead), which live as long as the binding."""
+        return [p for p in self.shell_processes()
+                if p[1] not in ("lockbox-binding", "lockbox-spare")]
 
     def shell_cgroup_parents(self):
         """Where the daemon keeps its bindings' and jobs' cgroups (beside

@@ -42,9 +42,9 @@ def left_of(d, *needles):
 
 
 def only_binding_inits(d):
-    """Live processes of the jobs' UID that are not a binding's init (PID
-    1 of a binding's namespaces, which lives as long as its jobs)."""
-    return [p for p in d.shell_processes() if p[1] != "lockbox-binding" and not _is_zombie(p[0])]
+    """Live processes of the jobs' UID that are not a binding's own (its
+    init and its spare's keeper, which live as long as its jobs)."""
+    return [p for p in d.job_processes() if not _is_zombie(p[0])]
 
 
 # ---------------------------------------------------------------- paging
