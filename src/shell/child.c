@@ -33,7 +33,7 @@ struct child {
         int sync, out, err; /* stdio: the pipes' write ends; pty: -1 */
         int slave;          /* pty: the terminal's slave */
         int listener;
-        int ruleset; /* Landlock's, made before the go */
+        int ruleset;          /* Landlock's, made before the go */
         struct job_spec go;   /* a spare's: its spec, completed at KEEPER_GO */
         char *argv[3];        /* a spare's: the script's command line */
         const char *sh_argv0; /* "sh" */
@@ -296,8 +296,7 @@ static const struct step {
     {"signals", step_signals},   {"close-inherited", step_close_inherited},
     {"cgroup", step_cgroup},     {"mounts", step_mounts},
     {"prepare", step_prepare},   {"go", step_go},
-    {"session", step_session},
-    {"pty", step_pty},
+    {"session", step_session},   {"pty", step_pty},
     {"fds", step_fds},           {"rlimits", step_rlimits},
     {"identity", step_identity}, {"landlock", step_landlock},
     {"seccomp", step_seccomp},   {"hand-listener", step_hand_listener},

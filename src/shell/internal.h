@@ -100,8 +100,9 @@ _Noreturn void job_child_main(const struct job_spec *s, int sync, int out, int e
 /* Messages of the job's first process to its keeper on the sync socket:
  * the job's seccomp listener (fd attached), or the failing step. */
 #define JOB_SYNC_PTY 4 /* the master of the job's terminal, attached */
-#define JOB_SYNC_GO 5  /* keeper -> a spare's first process: the job_go memfd, and
-                        * (stdio) the write ends of the output and error pipes */
+#define JOB_SYNC_GO                                                                                \
+        5                /* keeper -> a spare's first process: the job_go memfd, and               \
+                          * (stdio) the write ends of the output and error pipes */
 #define JOB_SYNC_MNTNS 6 /* the job's mount namespace, attached: the keeper holds it */
 struct job_sync_msg {
         uint32_t type; /* SYNC_FAIL, SYNC_LISTENER (jail.h) or JOB_SYNC_PTY */

@@ -137,11 +137,11 @@ struct binding {
         struct cgroup_run *cg; /* the binding's group, its jobs' groups inside; or NULL */
         unsigned jobs;
         struct watch w;
-        int64_t idle_ms;    /* monotonic: when its last job was removed, or 0 */
-        struct job *spare;  /* its next job, made ahead (spare_make), or NULL */
-        int64_t spare_ms;   /* when to make one, or 0 */
-        char *spare_home;   /* the HOME and workspace (or NULL) of its last job: */
-        char *spare_ws;     /* the spare's view */
+        int64_t idle_ms;   /* monotonic: when its last job was removed, or 0 */
+        struct job *spare; /* its next job, made ahead (spare_make), or NULL */
+        int64_t spare_ms;  /* when to make one, or 0 */
+        char *spare_home;  /* the HOME and workspace (or NULL) of its last job: */
+        char *spare_ws;    /* the spare's view */
 };
 
 struct job {
@@ -171,9 +171,9 @@ struct job {
         unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
         struct watch w_sock, w_keeper;
-        bool spare;         /* a binding's spare: in no list, its keeper waits for a job */
-        size_t n_trees;     /* a spare: the HOME and workspace its view holds, */
-        dev_t tree_dev[2];  /* named by device and inode */
+        bool spare;        /* a binding's spare: in no list, its keeper waits for a job */
+        size_t n_trees;    /* a spare: the HOME and workspace its view holds, */
+        dev_t tree_dev[2]; /* named by device and inode */
         ino_t tree_ino[2];
 };
 
@@ -878,8 +878,7 @@ static void on_keeper_exit(void *data, uint32_t events)
 {
         struct job *j = data;
         if (j->spare) {
-                log_warn(NULL, "shell.spare_failed", "binding=%s step=keeper",
-                         log_q(j->b->key));
+                log_warn(NULL, "shell.spare_failed", "binding=%s step=keeper", log_q(j->b->key));
                 spare_drop(j->b);
                 return;
         }
@@ -1606,9 +1605,9 @@ static int new_id(struct shell *sh, char id[SHELL_JOB_ID_LEN + 1])
 
 /* Fork the keeper; the job is then STARTING. t NULL: a spare, for a job
  * with HOME home and the trees rw, told the rest at KEEPER_GO. */
-static int start_keeper(struct shell *sh, struct job *j, const struct run_text *t,
-                        const char *home, struct jail_view_rw *rw, size_t n_rw, char **env,
-                        unsigned cols, unsigned rows)
+static int start_keeper(struct shell *sh, struct job *j, const struct run_text *t, const char *home,
+                        struct jail_view_rw *rw, size_t n_rw, char **env, unsigned cols,
+                        unsigned rows)
 {
         const struct config *cfg = sh->cfg;
         char script_path[PATH_MAX];
@@ -1708,8 +1707,12 @@ static int start_keeper(struct shell *sh, struct job *j, const struct run_text *
                      .gid = (gid_t)cfg->shell_uid,
                      .tmp_bytes = cfg->shell_memory_bytes,
                      .cwd = t ? t->cwd : NULL},
-            .exec_path = !t ? NULL : shebang ? script_path : "/bin/sh",
-            .argv = !t ? NULL : shebang ? argv_self : argv_sh,
+            .exec_path = !t        ? NULL
+                         : shebang ? script_path
+                                   : "/bin/sh",
+            .argv = !t        ? NULL
+                    : shebang ? argv_self
+                              : argv_sh,
             .envp = env,
             .filter = &sh->filter,
             .ll_on = ll_on,
@@ -1811,12 +1814,12 @@ static void spare_make(struct binding *b)
                 j->tree_dev[i] = st.st_dev;
                 j->tree_ino[i] = st.st_ino;
         }
-        if (r == 0 && (!(j->home = strdup(b->spare_home)) ||
-                       (b->spare_ws && !(j->ws = strdup(b->spare_ws)))))
+        if (r == 0 &&
+            (!(j->home = strdup(b->spare_home)) || (b->spare_ws && !(j->ws = strdup(b->spare_ws)))))
                 r = -ENOMEM;
         if (r == 0 && (r = new_id(sh, j->id)) == 0 &&
-            (j->dirfd = openat(sh->jobs_fd, j->id,
-                               O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+            (j->dirfd =
+                 openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
                 r = -errno;
         /* the script's file is bound into the view now, written at the go */
         if (r == 0)
@@ -1849,8 +1852,8 @@ static int spare_go(struct job *j, const struct run_text *t, char **env, unsigne
         struct job_go h = {.mode = (uint32_t)j->mode,
                            .cols = cols,
                            .rows = rows,
-                           .shebang = t->script_len >= 2 && t->script[0] == '#' &&
-                                      t->script[1] == '!',
+                           .shebang =
+                               t->script_len >= 2 && t->script[0] == '#' && t->script[1] == '!',
                            .cwd_len = (uint32_t)strlen(t->cwd) + 1};
         size_t env_len = 0;
         for (char **e = env; *e; e++) {
@@ -2438,7 +2441,8 @@ static void gc(struct shell *sh)
         int64_t now = monotonic_ms();
         for (struct binding *b = sh->bindings, *next; b; b = next) {
                 next = b->next;
-                if (!b->jobs && b->idle_ms && now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000)
+                if (!b->jobs && b->idle_ms &&
+                    now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000)
                         binding_free(b);
         }
         for (struct job *j = sh->jobs, *next; j; j = next) {
