@@ -57,6 +57,7 @@
 #define REMOVE_TIMEOUT_MS 300000 /* then the old tree's removal (nobody waits) */
 #define CONTROL_WAIT_MS 10000    /* a move waits this long for control jobs to end */
 #define SPARE_DELAY_MS 50        /* a binding's spare is made this long after a start */
+#define SPARE_END_MS 500         /* a dropped spare's keeper ends by then, or is killed */
 
 /* pidfd_send_signal to the process group of the pidfd's process (Linux
  * 6.9); older headers lack it */
@@ -708,11 +709,17 @@ static void spare_free(struct job *j)
 {
         struct shell *sh = j->sh;
         job_unlink(j);
-        job_kill(j);
+        /* told by its socket's end, the keeper ends the first process and
+         * reaps it (keeper.c says why that matters); killed if it has not
+         * gone by SPARE_END_MS */
+        j->sock = safe_close(j->sock);
         if (j->keeper_pidfd >= 0) {
-                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+                struct pollfd p = {.fd = j->keeper_pidfd, .events = POLLIN};
+                if (RETRY_EINTR(poll(&p, 1, SPARE_END_MS)) <= 0)
+                        syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
                 gone(j->keeper_pidfd, j->keeper_pid);
         }
+        job_kill(j);
         remove_job_dir(sh, j->id);
         job_close(j);
 }

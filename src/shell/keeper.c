@@ -52,6 +52,7 @@ struct keeper {
         const struct job_spec *s;
         pid_t pid;
         int pidfd, master, out_r, err_r, listener, mntns;
+        int sync; /* to the first process until its exec, or -1 */
         int sock; /* to the jailer, -1 while none is connected */
         struct sanitizer *san;
         int64_t written;     /* bytes in output.log */
@@ -100,6 +101,23 @@ static _Noreturn void fail(const struct job_spec *s, const char *step, int error
         strncpy(m.step, step, sizeof(m.step) - 1);
         channel_send(s->sock, &m, sizeof(m), NULL, 0);
         _exit(1);
+}
+
+/* A failed start (or a spare's end before its job): the first process is
+ * killed and reaped here before the keeper goes. A process of the binding's PID namespace whose
+ * parent dies unreaped goes to the reaper of the parent's namespace (the host's init), and the
+ * binding's init cannot end until that one reaps it. */
+static _Noreturn void child_end(struct keeper *k, const char *step, int error)
+{
+        /* a spare's process, root until its go, cannot be signalled from
+         * here: the end of its socket ends it */
+        k->sync = safe_close(k->sync);
+        syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
+        siginfo_t si;
+        waitid(P_PIDFD, (id_t)k->pidfd, &si, WEXITED);
+        if (step)
+                fail(k->s, step, error);
+        _exit(0);
 }
 
 /* Append to output.log up to max_output; the rest is dropped, with one
@@ -314,14 +332,14 @@ static void await_child(struct keeper *k, int sync)
                 int fd = -1;
                 struct pollfd p = {.fd = sync, .events = POLLIN};
                 if (RETRY_EINTR(poll(&p, 1, -1)) < 0)
-                        fail(k->s, "sync", errno);
+                        child_end(k, "sync", errno);
                 int r = jail_sync_recv(sync, (struct jail_sync_msg *)&m, &fd);
                 if (r < 0)
-                        fail(k->s, "sync", -r);
+                        child_end(k, "sync", -r);
                 if (r == 0)
                         break;
                 if (m.type == SYNC_FAIL)
-                        fail(k->s, m.step, m.error);
+                        child_end(k, m.step, m.error);
                 if (m.type == JOB_SYNC_PTY && fd >= 0 && k->master < 0)
                         k->master = fd;
                 else if (m.type == JOB_SYNC_MNTNS && fd >= 0 && k->mntns < 0)
@@ -331,9 +349,9 @@ static void await_child(struct keeper *k, int sync)
                 else
                         safe_close(fd);
         }
-        close(sync);
+        k->sync = safe_close(sync);
         if (k->listener < 0 || (k->s->mode == SHELL_MODE_PTY && k->master < 0))
-                fail(k->s, "exec", ECHILD);
+                child_end(k, "exec", ECHILD);
 }
 
 /* A spare's keeper waits for its job: KEEPER_GO from the jailer (the
@@ -348,31 +366,29 @@ static void wait_go(struct keeper *k, struct job_spec *mine, int sync)
                 struct pollfd p[2] = {{.fd = k->sock, .events = POLLIN},
                                       {.fd = sync, .events = POLLIN}};
                 if (RETRY_EINTR(poll(p, 2, -1)) < 0)
-                        fail(k->s, "spare", errno);
+                        child_end(k, "spare", errno);
                 if (p[1].revents) {
                         struct job_sync_msg m;
                         int fd = -1;
                         int r = jail_sync_recv(sync, (struct jail_sync_msg *)&m, &fd);
                         safe_close(fd);
-                        fail(k->s, r > 0 && m.type == SYNC_FAIL ? m.step : "spare",
-                             r > 0 && m.type == SYNC_FAIL ? m.error : ECHILD);
+                        child_end(k, r > 0 && m.type == SYNC_FAIL ? m.step : "spare",
+                                  r > 0 && m.type == SYNC_FAIL ? m.error : ECHILD);
                 }
                 if (!p[0].revents)
                         continue;
                 struct keeper_msg in;
                 size_t nf = 0;
                 int r = channel_recv(k->sock, &in, sizeof(in), &memfd, 1, &nf);
-                if (r == 0 || (r < 0 && r != -EAGAIN)) {
-                        syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
-                        _exit(0); /* dropped */
-                }
+                if (r == 0 || (r < 0 && r != -EAGAIN))
+                        child_end(k, NULL, 0); /* dropped */
                 if (nf == 1 && (r < 0 || in.type != KEEPER_GO))
                         memfd = safe_close(memfd);
         }
         struct job_go h;
         if (pread(memfd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
             (h.mode != SHELL_MODE_PTY && h.mode != SHELL_MODE_STDIO))
-                fail(k->s, "go", EPROTO);
+                child_end(k, "go", EPROTO);
         /* the job's now: it outlives lockboxd */
         prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
         prctl(PR_SET_NAME, "lockbox-keeper", 0, 0, 0);
@@ -382,17 +398,17 @@ static void wait_go(struct keeper *k, struct job_spec *mine, int sync)
         int fds[3] = {memfd, -1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
         size_t nf = 1;
         if (mine->mode == SHELL_MODE_PTY && sanitizer_new(&k->san) < 0)
-                fail(k->s, "keeper-sanitizer", ENOMEM);
+                child_end(k, "keeper-sanitizer", ENOMEM);
         if (mine->mode == SHELL_MODE_STDIO) {
                 if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
-                        fail(k->s, "keeper-pipes", errno);
+                        child_end(k, "keeper-pipes", errno);
                 fds[1] = out[1];
                 fds[2] = err[1];
                 nf = 3;
         }
         struct job_sync_msg m = {.type = JOB_SYNC_GO};
         if (channel_send(sync, &m, sizeof(m), fds, nf) < 0)
-                fail(k->s, "go", EPIPE);
+                child_end(k, "go", EPIPE);
         close(memfd);
         safe_close(out[1]);
         safe_close(err[1]);
@@ -552,6 +568,7 @@ _Noreturn void keeper_main(const struct job_spec *spec)
                            .err_r = -1,
                            .listener = -1,
                            .mntns = -1,
+                           .sync = -1,
                            .sock = s->sock,
                            .untold_nr = -1};
         strbuf_init(&k.input, 0);
@@ -574,8 +591,7 @@ _Noreturn void keeper_main(const struct job_spec *spec)
                         fail(s, "keeper-setns", errno);
         if (!s->spare && s->mode == SHELL_MODE_PTY && sanitizer_new(&k.san) < 0)
                 fail(s, "keeper-sanitizer", ENOMEM);
-        int sync = -1;
-        int r = start_child(&k, &sync);
+        int r = start_child(&k, &k.sync);
         if (r < 0)
                 fail(s, "clone", -r);
         /* root is not needed past the clone: given up before the job's own
@@ -588,9 +604,9 @@ _Noreturn void keeper_main(const struct job_spec *spec)
                 prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* the drop took it back */
                 if (getppid() != s->parent)
                         _exit(0);
-                wait_go(&k, &mine, sync);
+                wait_go(&k, &mine, k.sync);
         }
-        await_child(&k, sync);
+        await_child(&k, k.sync);
         if (k.master >= 0)
                 fcntl(k.master, F_SETFL, O_NONBLOCK);
         if (k.out_r >= 0)
