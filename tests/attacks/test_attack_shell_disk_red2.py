@@ -4,22 +4,25 @@ killed at its deadline awaited on the loop, the walks shared through
 file_dir_each.
 
 A control process kept over a restart still holds a move; a stop of
-lockboxd while the old tree is removed leaves that tree behind (a
-finding, xfail); a control job asked for while a tree is copied starts
-once that copy is over, not after copies that began after it asked; a
-process a control job leaves behind holds every first job of a binding
+lockboxd while the old tree is removed leaves no copy behind (the next
+start removes it, and nothing a job merely named so); a file system a
+namespace still holds over a stop is mounted again whole; a control
+job asked for while a tree is copied starts once that copy is over, not
+after copies that began after it asked; a process a control job leaves behind holds every first job of a binding
 for the control wait (10 s) and leaves its trees unbounded, each job
 again, until it ends; trees a control script makes odd (unreadable
 directories, names with newlines, deep, wide, links, FIFOs) move in
 whole; a worker stopped (SIGSTOP) is killed at its deadline while the
 jailer answers; many bindings' first jobs wait for one control process.
 
-One daemon for the module (the red module's settings), and the two
-restart cases' own before it; every case is bounded (at most 60,000
+One daemon for the module (the red module's settings), and the restart
+cases' own before it; every case is bounded (at most 60,000
 empty files a tree, tens of seconds). After every case all jobs are
 deleted and nothing of them may be left."""
+import glob
 import os
 import signal
+import subprocess
 import stat
 import sys
 import threading
@@ -139,7 +142,9 @@ def stop_while_removing(d, h, n):
     said = [ln for ln in d.log.splitlines() if "subvol" in ln][-3:]
     up(d)  # (the image is mounted again)
     if not os.path.isdir(h):
-        # seen once (of some twenty runs), not explained: what there is
+        # (seen once in some twenty runs, before the start mounted again a
+        # file system a namespace still held: a second instance without
+        # what was not committed; test_a_start_mounts_again_...)
         pytest.fail(f"the HOME is gone after the restart: {os.listdir(os.path.dirname(h))}"
                     f" {subvolumes(d)} {said} " + " | ".join(
                         ln for ln in d.log.splitlines() if "disk" in ln or "swept" in ln))
@@ -170,6 +175,56 @@ def test_a_stop_while_the_old_tree_is_removed_leaves_no_copy_behind(_session_tmp
         if d.proc.poll() is None:
             d.shell_reset()
         stop_shell_daemon(d)
+
+
+def image_devices(d):
+    """Loop devices backed by d's image."""
+    img = os.path.join(d.state_dir, "home.img")
+    found = []
+    for b in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(b) as f:
+                if f.read().strip() == img:
+                    found.append(b.split("/")[3])
+        except OSError:
+            continue
+    return found
+
+
+def test_a_start_mounts_again_the_file_system_a_namespace_still_holds(_session_tmp):
+    """A mount namespace made while the image is mounted (another daemon's
+    job or zygote on the same host, a namespace of a job being torn down)
+    keeps its file system alive over a stop. A HOME written just before
+    the stop (within btrfs's 30 s commit window) is whole after the
+    start, which mounts the device still attached again (the live file
+    system) rather than a new one (btrfs would mount a second instance,
+    with a temporary fsid, that sees only what was committed: the HOME
+    missing, as once seen after a stop while an old tree was removed);
+    once that namespace goes and lockboxd stops, no device is left."""
+    d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "120"])
+    try:
+        h, _ = fresh(d)
+        r, out = run(d, f"mkdir -p {h}/d && echo kept > {h}/d/f && echo made")
+        assert out == "made\n", (r, out)
+        devices = image_devices(d)
+        down(d, signal.SIGTERM)
+        assert "event=shell.disk_lingering" in d.log, d.log[-2000:]
+        assert image_devices(d) == devices
+        up(d)
+        assert "lingering=true" in d.log, d.log[-3000:]
+        with open(f"{h}/d/f") as f:
+            assert f.read() == "kept\n"
+        assert image_devices(d) == devices
+        first, out = run(d, "cat d/f", h=h)
+        assert out == "kept\n", (first, out)
+    finally:
+        holder.kill()
+        holder.wait()
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
+    eventually(lambda: not image_devices(d), scaled(10))
 
 
 PLANT = """\
