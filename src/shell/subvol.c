@@ -556,9 +556,27 @@ static int remove_entry(int dfd, const char *name, void *data)
         return remove_at(dfd, name, in->dev, in->depth);
 }
 
+/* The directory dfd/name opened to be listed; one its owner closed is
+ * opened up to it first, through the very inode looked up without a
+ * symlink (fchmodat of the name would follow one a job swapped in since,
+ * and chmod is no Landlock right). A descriptor, or -errno. */
+static int open_dir_lent(int dfd, const char *name)
+{
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 || errno != EACCES)
+                return fd < 0 ? -errno : fd;
+        _cleanup_close_ int at = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", at);
+        if (at < 0 || fchmodat(AT_FDCWD, proc, 0700, 0) < 0)
+                return -errno;
+        fd = openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
 /* dfd/name and all below it, never following a symlink, never entering
- * another file system or subvolume (what a control job moved in is left,
- * and the removal fails: ENOTEMPTY); a directory its owner closed is
+ * another file system or subvolume (the removal stops there with EXDEV:
+ * what a control job moved in is left); a directory its owner closed is
  * opened up to it first. 0 (also when absent) or -errno. */
 static int remove_at(int dfd, const char *name, dev_t dev, unsigned depth)
 {
@@ -571,11 +589,14 @@ static int remove_at(int dfd, const char *name, dev_t dev, unsigned depth)
                 return -EXDEV;
         if (depth >= DEPTH_MAX)
                 return -ELOOP;
-        if ((st.st_mode & 0700) != 0700 && fchmodat(dfd, name, 0700, 0) < 0)
-                return -errno;
-        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = open_dir_lent(dfd, name);
         if (fd < 0)
-                return -errno;
+                return fd;
+        if (fstat(fd, &st) < 0 || st.st_dev != dev) { /* swapped in since */
+                int r = st.st_dev != dev ? -EXDEV : -errno;
+                close(fd);
+                return r;
+        }
         struct remove_in in = {dev, depth + 1};
         int r = file_dir_each(fd, remove_entry, &in);
         if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)

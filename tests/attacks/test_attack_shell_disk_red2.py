@@ -122,10 +122,11 @@ def test_a_control_process_kept_over_a_restart_still_holds_the_moves(_session_tm
         stop_shell_daemon(d)
 
 
-def stop_while_removing(d, h, n):
+def stop_while_removing(d, h, n, meanwhile=None):
     """Stop lockboxd (SIGTERM) once the first job of a HOME of n files
     has it exchanged with its subvolume while the worker removes the old
-    tree, and start it again: the log lines of the move before the stop."""
+    tree (meanwhile(d), if given, just before the stop), and start it
+    again: the log lines of the move before the stop."""
     make_files(d, h, n)
     t, box = in_thread(first_job, d, h)
     try:
@@ -135,6 +136,8 @@ def stop_while_removing(d, h, n):
             eventually(removing, scaled(15))
         except AssertionError:
             pytest.fail("the HOME was never seen exchanged with the old tree still there")
+        if meanwhile:
+            meanwhile(d)
         down(d, signal.SIGTERM)
     finally:
         t.join()
@@ -164,7 +167,24 @@ def test_a_stop_while_the_old_tree_is_removed_leaves_no_copy_behind(_session_tmp
     d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
     try:
         h, _ = fresh(d)
-        said = stop_while_removing(d, h, 60000)
+        victim = fresh(d)[0]
+        r, out = run(d, f"mkdir -p {victim} && echo precious > {victim}/precious && echo made")
+        assert out == "made\n", (r, out)
+        shape = tree_of(victim)
+
+        def close_the_leftover(d):
+            # as a control job could, while the old tree is removed: a
+            # directory closed to its owner, links out of the tree in it
+            left, = leftovers(d)
+            shut = os.path.join(left, "shut")
+            os.mkdir(shut)
+            os.symlink(os.path.relpath(victim, shut), os.path.join(shut, "rel"))
+            os.symlink(victim, os.path.join(shut, "abs"))
+            for p in (os.path.join(shut, "rel"), os.path.join(shut, "abs"), shut):
+                os.lchown(p, d.shell_uid, d.shell_uid)
+            os.chmod(shut, 0)
+        said = stop_while_removing(d, h, 60000, close_the_leftover)
+        assert tree_of(victim) == shape
         left = leftovers(d)
         swept = [ln for ln in d.log.splitlines() if "subvol_leftover" in ln]
         print(left, said, swept)
