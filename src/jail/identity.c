@@ -6,12 +6,15 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "jail/jail.h"
 
 static bool bounding_dropped;
@@ -63,4 +66,59 @@ int jail_identity_drop(uid_t uid, gid_t gid)
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return -errno;
         return 0;
+}
+
+/* The capability sets hold cap alone (permitted and effective; nothing
+ * inheritable), checked. */
+static int caps_only(unsigned cap)
+{
+        struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct data[2] = {0};
+        data[cap / 32].permitted = data[cap / 32].effective = 1u << (cap % 32);
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                return -errno;
+        struct __user_cap_data_struct got[2] = {0};
+        if (syscall(SYS_capget, &hdr, got) < 0)
+                return -errno;
+        for (int i = 0; i < 2; i++)
+                if (got[i].effective != data[i].effective ||
+                    got[i].permitted != data[i].permitted || got[i].inheritable)
+                        return -EPERM;
+        return 0;
+}
+
+int jail_userns_read_all(uid_t uid, gid_t gid)
+{
+        char map[64];
+        /* this process's own /proc files are root's while it is not
+         * dumpable (as since it left UID 0): for the maps' writes only */
+        if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+                return -errno;
+        if (unshare(CLONE_NEWUSER) < 0) {
+                int e = errno;
+                if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                        return -errno;
+                /* none to be had here: the caller goes on without */
+                return e == EPERM || e == ENOSPC || e == EUSERS || e == EINVAL ? 1 : -e;
+        }
+        int r = file_write("/proc/self/setgroups", "deny", 0, 0);
+        if (r == 0) {
+                snprintf(map, sizeof(map), "%u %u 1", (unsigned)uid, (unsigned)uid);
+                r = file_write("/proc/self/uid_map", map, 0, 0);
+        }
+        if (r == 0) {
+                snprintf(map, sizeof(map), "%u %u 1", (unsigned)gid, (unsigned)gid);
+                r = file_write("/proc/self/gid_map", map, 0, 0);
+        }
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 && r == 0)
+                r = -errno;
+        if (r < 0)
+                return r;
+        /* every capability in the new namespace came with it: all but
+         * one go, the bounding set's first (that needs CAP_SETPCAP) */
+        for (unsigned long cap = 0; cap <= 63; cap++)
+                if (cap != CAP_DAC_READ_SEARCH && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
+                    errno != EINVAL)
+                        return -errno;
+        return caps_only(CAP_DAC_READ_SEARCH);
 }

@@ -90,6 +90,16 @@ int jail_rlimits_apply(const struct run_limits *l);
  * does first): a spare shell job does it before it waits, root. */
 int jail_bounding_drop(void);
 int jail_identity_drop(uid_t uid, gid_t gid);
+/* After jail_identity_drop(uid, gid): a user namespace of the caller's
+ * own mapping only uid and gid (to themselves), in which it keeps
+ * CAP_DAC_READ_SEARCH and no other capability: it may read and list
+ * whatever uid:gid owns, whatever the modes (an inode whose owner or
+ * group is not mapped gets no such override; none of the namespaces it
+ * is in but this one is owned by it, so it can mount nothing). 0; 1
+ * when this system gives no user namespace (none made, nothing changed);
+ * or -errno (the caller must not go on: it may hold capabilities in its
+ * namespace). */
+int jail_userns_read_all(uid_t uid, gid_t gid);
 /* Default dispositions and an empty mask: what the jailer blocks or
  * ignores (its signalfd's signals, SIGPIPE) never reaches a program. */
 int jail_signals_reset(void);

@@ -253,6 +253,44 @@ static int loop_try_present(int file, const char *home, char *err, size_t errlen
         return r;
 }
 
+/* A loop device still backed by img though mounted nowhere here: the
+ * file system of a stop whose mount lives on in a namespace being torn
+ * down (a job's, a worker's), which the kernel keeps until the last one
+ * goes. Attaching img to another device would mount a second instance of
+ * it (btrfs gives it a temporary fsid) that reads what the first has not
+ * committed yet as never written, and both would write the image; this
+ * device mounted again gives back the live one. Mounted at home: 1; 0
+ * when there is none (or it went in between); -errno. */
+static int mount_lingering(const char *img, const char *home)
+{
+        struct stat st;
+        _cleanup_close_ int file = open(img, O_RDONLY | O_CLOEXEC);
+        if (file < 0 || fstat(file, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        DIR *d = opendir("/dev");
+        if (!d)
+                return -errno;
+        int r = 0;
+        for (struct dirent *de; r == 0 && (de = readdir(d));) {
+                unsigned n;
+                char dev[300], tail;
+                if (sscanf(de->d_name, "loop%u%c", &n, &tail) != 1)
+                        continue;
+                snprintf(dev, sizeof(dev), "/dev/%s", de->d_name);
+                _cleanup_close_ int loop = open(dev, O_RDONLY | O_CLOEXEC);
+                struct loop_info64 li;
+                if (loop < 0 || ioctl(loop, LOOP_GET_STATUS64, &li) < 0 ||
+                    li.lo_device != st.st_dev || li.lo_inode != st.st_ino)
+                        continue;
+                if (mount(dev, home, image_type(file), MS_NOSUID | MS_NODEV, "") == 0)
+                        r = 1;
+                else if (errno != ENXIO && errno != ENOENT) /* (gone in between) */
+                        r = -errno;
+        }
+        closedir(d);
+        return r;
+}
+
 /* Attach img to a free loop device (detached again by the kernel once
  * unmounted) and mount it at home: the kernel's first free device, else
  * any free one of those this /dev holds. */
@@ -361,7 +399,17 @@ int shell_disk_mount(const struct config *cfg, char *err, size_t errlen)
                          cfg->shell_home);
                 return -ENOTEMPTY;
         }
-        int r = access(img, F_OK) == 0 ? 0 : make_image(cfg, img, err, errlen);
+        int r = mount_lingering(img, cfg->shell_home);
+        if (r != 0) {
+                if (r < 0)
+                        snprintf(err, errlen, "mount %s (still attached) on %s: %s", img,
+                                 cfg->shell_home, strerror(-r));
+                else
+                        log_info(NULL, "shell.disk_mounted", "image=%s home=%s lingering=true",
+                                 log_q(img), log_q(cfg->shell_home));
+                return r < 0 ? r : home_ready(cfg, err, errlen);
+        }
+        r = access(img, F_OK) == 0 ? 0 : make_image(cfg, img, err, errlen);
         if (r == 0)
                 r = mount_image(img, cfg->shell_home, err, errlen);
         if (r == 0)
@@ -384,6 +432,13 @@ void shell_disk_unmount(const struct config *cfg)
         if (n < 0)
                 return;
         snprintf(dev, sizeof(dev), "/dev/loop%d", n);
+        /* written through first: what a namespace still holding the file
+         * system past this stop would otherwise commit later */
+        _cleanup_close_ int top = open(cfg->shell_home, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (top < 0 || syncfs(top) < 0)
+                log_warn(NULL, "shell.disk_sync_failed", "home=%s error=%s", log_q(cfg->shell_home),
+                         log_q(strerror(errno)));
+        top = safe_close(top);
         int r = -1;
         for (int i = 0; i < 100 && (r = umount2(cfg->shell_home, 0)) < 0 && errno == EBUSY; i++)
                 poll(NULL, 0, 20);
@@ -404,4 +459,6 @@ void shell_disk_unmount(const struct config *cfg)
         snprintf(backing, sizeof(backing), "/sys/block/loop%d/loop/backing_file", n);
         for (int i = 0; i < 100 && access(backing, F_OK) == 0; i++)
                 poll(NULL, 0, 20);
+        if (access(backing, F_OK) == 0) /* the next start mounts it again */
+                log_info(NULL, "shell.disk_lingering", "device=%s", dev);
 }

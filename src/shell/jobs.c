@@ -236,6 +236,7 @@ struct shell {
         unsigned next_binding;
         bool bounds;                 /* shell.home is lockbox's btrfs image: trees bounded */
         struct policy_prog subvol_f; /* the subvolume worker's filter (bounds) */
+        int moves_fd;                /* shell.state_dir/moves: the moves' records (subvol.c) */
         bool kept;                   /* jobs left running at stop: the disk stays mounted */
         pid_t *keep;                 /* their keepers and inits, which the jailer leaves at exit */
         size_t n_keep;
@@ -1327,9 +1328,9 @@ static void conversion_end(struct conversion *cv)
 /* Its deadline: a worker still copying is killed (the tree is left as it
  * was), and its end, on the loop, ends the conversion; one that moved the
  * tree in already is only removing the old one, which it may go on with
- * (killed, it would leave that tree behind, a plain directory no sweep can
- * tell from a job's): the runs start over now, finding the subvolume, and
- * set its limit. */
+ * (killed, it would leave that tree behind until the next start removes
+ * it): the runs start over now, finding the subvolume, and set its
+ * limit. */
 static void conversion_deadline(struct conversion *cv, int64_t now)
 {
         if (cv->removing || !subvol_pending_swapped(cv->p)) {
@@ -1426,6 +1427,8 @@ static int bound_tree(struct shell *sh, const char *path, const char *rel, int64
                 return 0;
         struct subvol_conv conv = {.parent_fd = pfd,
                                    .name = name,
+                                   .parent_rel = slash ? parent : ".",
+                                   .record_fd = sh->moves_fd,
                                    .home = sh->cfg->shell_home,
                                    .uid = (uid_t)sh->cfg->shell_uid,
                                    .limit = (uint64_t)limit,
@@ -2938,6 +2941,38 @@ static int mkdir_owned(const char *path, mode_t mode, uid_t uid)
         return 0;
 }
 
+#define SWEEP_TIMEOUT_MS 30000 /* a start removing old trees moves left behind */
+
+/* shell.home on lockbox's btrfs image: the moves' records opened, and
+ * the old trees of moves a stop or a crash cut short removed (bounded:
+ * what is left, the next start goes on with), also with the bounds off
+ * now. */
+static int moves_ready(struct shell *sh)
+{
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/moves", sh->cfg->shell_state_dir);
+        int r = mkdir_owned(path, 0700, 0);
+        if (r < 0)
+                return r;
+        if ((sh->moves_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+                return -errno;
+        struct policy_prog own = {0};
+        if (!sh->bounds && (r = policy_build_subvol(&own)) < 0)
+                return r;
+        struct subvol_sweep sw = {.home_fd = sh->home_fd,
+                                  .home = sh->cfg->shell_home,
+                                  .uid = (uid_t)sh->cfg->shell_uid,
+                                  .record_fd = sh->moves_fd,
+                                  .timeout_ms = SWEEP_TIMEOUT_MS,
+                                  .filter = sh->bounds ? &sh->subvol_f : &own};
+        r = subvol_sweep_left(&sw);
+        if (r < 0)
+                log_warn(NULL, "shell.subvol_leftover_failed", "records=%s error=%s", log_q(path),
+                         log_q(strerror(-r)));
+        policy_prog_free(&own);
+        return 0;
+}
+
 int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t errlen)
 {
         const struct config *cfg = d->cfg;
@@ -2951,7 +2986,8 @@ int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t 
                              .net = d->net,
                              .resolv_conf = d->resolv_conf,
                              .home_fd = -1,
-                             .jobs_fd = -1};
+                             .jobs_fd = -1,
+                             .moves_fd = -1};
         int r = 0;
         const char *what = "";
         if (asprintf(&sh->jobs_dir, "%s/jobs", cfg->shell_state_dir) < 0) {
@@ -2978,6 +3014,9 @@ int shell_new(const struct shell_deps *d, struct shell **ret, char *err, size_t 
                 if ((r = policy_build_subvol(&sh->subvol_f)) < 0)
                         what = "the subvolume worker's syscall filter";
         }
+        if (r == 0 && cfg->shell_disk_bytes > 0 && subvol_fs(sh->home_fd) &&
+            (r = moves_ready(sh)) < 0)
+                what = "shell.state_dir/moves";
         if (r == 0) {
                 struct policy_shell_opts po = {.network = d->net_mode != SHELL_NET_NONE,
                                                .extra = cfg->allowed_syscalls,
@@ -3043,6 +3082,7 @@ struct shell *shell_free(struct shell *sh)
         sh->conversions = NULL;
         policy_prog_free(&sh->filter);
         policy_prog_free(&sh->subvol_f);
+        safe_close(sh->moves_fd);
         safe_close(sh->home_fd);
         if (!sh->kept)
                 shell_disk_unmount(sh->cfg);

@@ -2,7 +2,8 @@
  * parent-death signal, default signals (SIGPIPE ignored: a closed pipe is
  * an error, not a death), only its three descriptors, a private mount
  * namespace (PID, network and IPC ones came with the clone), rlimits,
- * into HOME, shell.uid with no capabilities and no_new_privs, Landlock
+ * into HOME, shell.uid with no capabilities and no_new_privs, for a save
+ * a user namespace of its own keeping CAP_DAC_READ_SEARCH alone, Landlock
  * (read beneath HOME for a save, read-write for a restore, nothing
  * else), the syscall allowlist (policy_build_snapshot).
  *
@@ -136,6 +137,12 @@ static int lock_down(const struct snap_spec *s, const char **ret_step)
                 return -errno;
         *ret_step = "identity";
         if ((r = jail_identity_drop(s->uid, s->uid)) < 0)
+                return r;
+        /* a save reads what the jobs closed even to themselves (chmod
+         * 000): CAP_DAC_READ_SEARCH over the jobs' UID's inodes alone, in
+         * a user namespace of its own, no mode ever changed */
+        *ret_step = "user namespace";
+        if (s->op == SHELL_SNAPSHOT_SAVE && (r = jail_userns_read_all(s->uid, s->uid)) < 0)
                 return r;
         *ret_step = "landlock";
         if ((r = step_landlock(s)) < 0)

@@ -15,7 +15,14 @@
  * times, user extended attributes and ACLs kept),
  * exchanges the two (renameat2 RENAME_EXCHANGE) and removes the old tree.
  * Root only ever makes, limits and destroys the subvolume it named; the
- * tree written by jobs is walked by the worker alone. */
+ * tree written by jobs is walked by the worker alone.
+ *
+ * Each conversion records its temporary name and the parent's path in
+ * a file of root's (shell.state_dir) before the worker starts, and drops
+ * it once the old tree is gone: a conversion cut short after the
+ * exchange (a stop, a crash) leaves the record, and the next start has a
+ * worker in the same jail remove that one tree (subvol_sweep_left).
+ * Nothing is ever removed for its name alone. */
 #include "shell/subvol.h"
 
 #include <dirent.h>
@@ -27,6 +34,7 @@
 #include <linux/btrfs_tree.h>
 #include <linux/fs.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -60,6 +68,8 @@
 #define WORKER_NOFILE 1024
 #define LINKS_MAX 65536            /* hard-linked files remembered (beyond: copied apart) */
 #define LINKS_BYTES_MAX (8u << 20) /* and the bytes of their paths, at most */
+
+static int remove_at(int dfd, const char *name, dev_t dev, unsigned depth);
 
 bool subvol_fs(int fd)
 {
@@ -524,13 +534,107 @@ static _Noreturn void worker(const struct subvol_conv *cv, const char *tmp, int 
                 goto out;
         }
         /* now tmp names the old tree */
-        r = file_tree_remove(cv->parent_fd, tmp, DEPTH_MAX);
+        r = remove_at(cv->parent_fd, tmp, st.st_dev, 0);
         if (r < 0)
                 cfail(&c, "removing the old tree: %s", strerror(-r));
 out:
         if (c.msg[0])
                 RETRY_EINTR(write(report, c.msg, strlen(c.msg)));
         _exit(c.msg[0] ? 1 : 0);
+}
+
+/* ---- the remover (as shell.uid) ------------------------------------------ */
+
+struct remove_in {
+        dev_t dev;
+        unsigned depth;
+};
+
+static int remove_entry(int dfd, const char *name, void *data)
+{
+        const struct remove_in *in = data;
+        return remove_at(dfd, name, in->dev, in->depth);
+}
+
+/* The directory dfd/name opened to be listed; one its owner closed is
+ * opened up to it first, through the very inode looked up without a
+ * symlink (fchmodat of the name would follow one a job swapped in since,
+ * and chmod is no Landlock right). A descriptor, or -errno. */
+static int open_dir_lent(int dfd, const char *name)
+{
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 || errno != EACCES)
+                return fd < 0 ? -errno : fd;
+        _cleanup_close_ int at = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", at);
+        if (at < 0 || fchmodat(AT_FDCWD, proc, 0700, 0) < 0)
+                return -errno;
+        fd = openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+/* dfd/name and all below it, never following a symlink, never entering
+ * another file system or subvolume (the removal stops there with EXDEV:
+ * what a control job moved in is left); a directory its owner closed is
+ * opened up to it first. 0 (also when absent) or -errno. */
+static int remove_at(int dfd, const char *name, dev_t dev, unsigned depth)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        if (st.st_dev != dev)
+                return -EXDEV;
+        if (depth >= DEPTH_MAX)
+                return -ELOOP;
+        int fd = open_dir_lent(dfd, name);
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0 || st.st_dev != dev) { /* swapped in since */
+                int r = st.st_dev != dev ? -EXDEV : -errno;
+                close(fd);
+                return r;
+        }
+        struct remove_in in = {dev, depth + 1};
+        int r = file_dir_each(fd, remove_entry, &in);
+        if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
+                r = -errno;
+        return r;
+}
+
+/* The leftover tree cv->parent_fd/cv->name, a plain directory (not a
+ * subvolume, which the start's sweep destroys), removed. */
+static _Noreturn void remover(const struct subvol_conv *cv, int report)
+{
+        char msg[256] = "";
+        const char *step = "";
+        struct stat pst, st;
+        int r = lock_down(cv, -1, report, &step);
+        if (r < 0) {
+                snprintf(msg, sizeof(msg), "worker: %s: %s", step, strerror(-r));
+                goto out;
+        }
+        _cleanup_close_ int fd =
+            openat(cv->parent_fd, cv->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+                goto out;
+        if (fd < 0 || fstat(fd, &st) < 0 || fstat(cv->parent_fd, &pst) < 0) {
+                snprintf(msg, sizeof(msg), "%s", strerror(errno));
+                goto out;
+        }
+        if (st.st_dev != pst.st_dev || st.st_ino == BTRFS_FIRST_FREE_OBJECTID) {
+                snprintf(msg, sizeof(msg), "not a plain directory: left");
+                goto out;
+        }
+        r = remove_at(cv->parent_fd, cv->name, pst.st_dev, 0);
+        if (r < 0)
+                snprintf(msg, sizeof(msg), "%s", strerror(-r));
+out:
+        if (msg[0])
+                RETRY_EINTR(write(report, msg, strlen(msg)));
+        _exit(msg[0] ? 1 : 0);
 }
 
 /* ---- root's side --------------------------------------------------------- */
@@ -562,9 +666,47 @@ static void destroy_subvol(int parent, const char *name)
                          log_q(strerror(errno)));
 }
 
+/* The record of a conversion (see the top): tmp's file in dir, holding
+ * the parent's path beneath shell.home, written through before the
+ * worker may exchange anything. 0 or -errno. */
+static int record_write(int dir, const char *tmp, const char *parent_rel)
+{
+        _cleanup_close_ int fd =
+            openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        int r = file_write_all(fd, parent_rel, strlen(parent_rel));
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r < 0)
+                unlinkat(dir, tmp, 0);
+        return r;
+}
+
+static void record_drop(int dir, const char *tmp)
+{
+        if (dir >= 0 && unlinkat(dir, tmp, 0) < 0 && errno != ENOENT)
+                log_warn(NULL, "shell.subvol_record_failed", "name=%s error=%s", log_q(tmp),
+                         log_q(strerror(errno)));
+}
+
+/* A worker in new mount, PID, network and IPC namespaces: its pid (0 in
+ * it) and *pidfd, or -errno. */
+static pid_t spawn(int *pidfd)
+{
+        struct clone_args args = {
+            .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_PIDFD,
+            .pidfd = (uint64_t)(uintptr_t)pidfd,
+            .exit_signal = SIGCHLD,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        return pid < 0 ? -errno : pid;
+}
+
 /* A conversion under way (see subvol.h): its worker and what it made. */
 struct subvol_pending {
         int parent_fd; /* a copy of the caller's */
+        int record_fd; /* and of the records' directory */
         char name[NAME_MAX + 1];
         char tmp[64];
         int dst, report_r, pidfd;
@@ -580,6 +722,7 @@ static struct subvol_pending *pending_free(struct subvol_pending *p)
 {
         if (p) {
                 safe_close(p->parent_fd);
+                safe_close(p->record_fd);
                 safe_close(p->dst);
                 safe_close(p->report_r);
                 safe_close(p->pidfd);
@@ -603,6 +746,7 @@ int subvol_convert_start(const struct subvol_conv *cv, struct subvol_pending **r
                 return p ? -ENAMETOOLONG : -ENOMEM;
         }
         *p = (struct subvol_pending){.parent_fd = fcntl(cv->parent_fd, F_DUPFD_CLOEXEC, 3),
+                                     .record_fd = fcntl(cv->record_fd, F_DUPFD_CLOEXEC, 3),
                                      .dst = -1,
                                      .report_r = -1,
                                      .pidfd = -1,
@@ -610,11 +754,19 @@ int subvol_convert_start(const struct subvol_conv *cv, struct subvol_pending **r
                                      .timeout_ms = cv->timeout_ms,
                                      .t0 = monotonic_ms()};
         snprintf(p->name, sizeof(p->name), "%s", cv->name);
-        int r = p->parent_fd < 0 ? -errno : tmp_name(p->tmp, sizeof(p->tmp));
+        int r = p->parent_fd < 0 || p->record_fd < 0 ? -errno : tmp_name(p->tmp, sizeof(p->tmp));
+        /* recorded first: a crash between the two leaves a subvolume of
+         * that name, which the start's sweep destroys, and the record */
+        if (r == 0 && (r = record_write(p->record_fd, p->tmp, cv->parent_rel)) < 0) {
+                snprintf(err, errlen, "recording the move: %s", strerror(-r));
+                pending_free(p);
+                return r;
+        }
         if (r == 0)
                 r = make_subvol(p->parent_fd, p->tmp);
         if (r < 0) {
                 snprintf(err, errlen, "making a subvolume: %s", strerror(-r));
+                record_drop(p->record_fd, p->tmp);
                 pending_free(p);
                 return r;
         }
@@ -628,21 +780,18 @@ int subvol_convert_start(const struct subvol_conv *cv, struct subvol_pending **r
         if (r < 0) {
                 snprintf(err, errlen, "setting up the subvolume: %s", strerror(-r));
                 destroy_subvol(p->parent_fd, p->tmp);
+                record_drop(p->record_fd, p->tmp);
                 pending_free(p);
                 return r;
         }
         p->report_r = pipefd[0];
         _cleanup_close_ int report_w = pipefd[1];
-        struct clone_args args = {
-            .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_PIDFD,
-            .pidfd = (uint64_t)(uintptr_t)&p->pidfd,
-            .exit_signal = SIGCHLD,
-        };
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        pid_t pid = spawn(&p->pidfd);
         if (pid < 0) {
-                r = -errno;
+                r = pid;
                 snprintf(err, errlen, "starting the worker: %s", strerror(-r));
                 destroy_subvol(p->parent_fd, p->tmp);
+                record_drop(p->record_fd, p->tmp);
                 pending_free(p);
                 return r;
         }
@@ -673,6 +822,7 @@ void subvol_convert_kill(struct subvol_pending *p)
 int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen)
 {
         int status = 0;
+        bool stop = kill;
         if (kill)
                 subvol_convert_kill(p);
         kill = p->killed;
@@ -691,9 +841,12 @@ int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t
                 /* no commit asked for here (BTRFS_IOC_START_SYNC blocks
                  * while other writers hold the transaction): the moved
                  * tree counts from the kernel's next one (30 s at most) */
-                if (msg[0] || kill) /* the old tree left in part */
-                        log_warn(NULL, "shell.subvol_leftover", "name=%s error=%s", log_q(p->tmp),
-                                 log_q(kill ? "killed before it ended" : msg));
+                if (msg[0] || kill) /* the old tree left in part: the next start */
+                        log_warn(NULL, "shell.subvol_leftover",
+                                 "name=%s error=%s: removed at the next start", log_q(p->tmp),
+                                 log_q(kill ? "killed while removing the old tree" : msg));
+                else
+                        record_drop(p->record_fd, p->tmp);
                 log_info(NULL, "shell.subvol_converted", "name=%s limit=%llu ms=%lld",
                          log_q(p->name), (unsigned long long)p->limit,
                          (long long)(monotonic_ms() - p->t0));
@@ -701,7 +854,10 @@ int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t
                 return 0;
         }
         destroy_subvol(p->parent_fd, p->tmp);
-        if (kill)
+        record_drop(p->record_fd, p->tmp);
+        if (stop)
+                snprintf(err, errlen, "lockboxd stopped while the tree was being moved in");
+        else if (kill)
                 snprintf(err, errlen, "moving the tree in took longer than %d ms", p->timeout_ms);
         else
                 snprintf(err, errlen, "%s",
@@ -710,4 +866,123 @@ int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t
                                                : "failed");
         pending_free(p);
         return kill ? -ETIMEDOUT : -EIO;
+}
+
+/* ---- leftovers of conversions cut short ----------------------------------- */
+
+static bool record_name(const char *n)
+{
+        size_t k = strlen(TMP_PREFIX);
+        if (strncmp(n, TMP_PREFIX, k) != 0 || strlen(n) != k + 16)
+                return false;
+        return strspn(n + k, "0123456789abcdef") == 16;
+}
+
+/* One record: its leftover removed within the time left (ms). 1 removed
+ * (or nothing there), 0 left for the next start (the record kept),
+ * -errno when nothing can be done (the record dropped, said). */
+static int sweep_one(const struct subvol_sweep *s, const char *tmp, int64_t left_ms)
+{
+        char rel[PATH_MAX];
+        _cleanup_close_ int rfd = openat(s->record_fd, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t n = rfd < 0 ? -1 : read(rfd, rel, sizeof(rel) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EINVAL;
+        rel[n] = '\0';
+        /* as the conversion opened it: beneath shell.home, no symlink */
+        struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                               .resolve =
+                                   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        _cleanup_close_ int parent = (int)syscall(SYS_openat2, s->home_fd, rel, &how, sizeof(how));
+        if (parent < 0)
+                return errno == ENOENT ? 1 : -errno; /* gone with its parent */
+        struct stat st;
+        if (fstatat(parent, tmp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 1 : -errno;
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int report_r = pipefd[0];
+        _cleanup_close_ int report_w = pipefd[1];
+        struct subvol_conv cv = {
+            .parent_fd = parent, .name = tmp, .home = s->home, .uid = s->uid, .filter = s->filter};
+        _cleanup_close_ int pidfd = -1;
+        pid_t pid = spawn(&pidfd);
+        if (pid < 0)
+                return pid;
+        if (pid == 0)
+                remover(&cv, report_w);
+        report_w = safe_close(report_w);
+        struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+        int64_t t0 = monotonic_ms();
+        int pr;
+        for (;;) {
+                int64_t wait = left_ms - (monotonic_ms() - t0);
+                pr = poll(&pfd, 1, wait > 0 ? (int)wait : 0);
+                if (pr >= 0 || errno != EINTR)
+                        break;
+        }
+        bool killed = pr == 0;
+        if (killed)
+                syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        char msg[256] = "";
+        n = read(report_r, msg, sizeof(msg) - 1);
+        msg[n > 0 ? n : 0] = '\0';
+        if (killed) {
+                log_warn(NULL, "shell.subvol_leftover_kept",
+                         "name=%s parent=%s: not removed within %lld ms, the next start goes on",
+                         log_q(tmp), log_q(rel), (long long)left_ms);
+                return 0;
+        }
+        if (msg[0] || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                log_warn(NULL, "shell.subvol_leftover_failed", "name=%s parent=%s error=%s",
+                         log_q(tmp), log_q(rel), log_q(msg[0] ? msg : "the worker failed"));
+                return -ECANCELED; /* said */
+        }
+        log_info(NULL, "shell.subvol_leftover_removed", "name=%s parent=%s ms=%lld", log_q(tmp),
+                 log_q(rel), (long long)(monotonic_ms() - t0));
+        return 1;
+}
+
+int subvol_sweep_left(const struct subvol_sweep *s)
+{
+        _cleanup_close_ int fd = openat(s->record_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d)
+                return -errno;
+        fd = -1;
+        /* the names first: the directory changes under readdir below */
+        char(*names)[64] = NULL;
+        size_t n = 0;
+        int r = 0;
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                if (!record_name(de->d_name))
+                        continue;
+                if (n % 16 == 0) {
+                        void *more = realloc(names, (n + 16) * sizeof(*names));
+                        if (!more) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        names = more;
+                }
+                snprintf(names[n++], sizeof(*names), "%s", de->d_name);
+        }
+        closedir(d);
+        int64_t end = monotonic_ms() + s->timeout_ms;
+        int removed = 0;
+        for (size_t i = 0; r == 0 && i < n; i++) {
+                int64_t left = end - monotonic_ms();
+                int k = left > 0 ? sweep_one(s, names[i], left) : 0;
+                if (k < 0 && k != -ECANCELED)
+                        log_warn(NULL, "shell.subvol_leftover_failed", "name=%s error=%s",
+                                 log_q(names[i]), log_q(strerror(-k)));
+                if (k != 0)
+                        unlinkat(s->record_fd, names[i], 0);
+                removed += k > 0;
+        }
+        free(names);
+        return r < 0 ? r : removed;
 }

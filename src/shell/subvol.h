@@ -40,9 +40,11 @@ int subvol_sweep_tmp(int fd);
 struct subvol_conv {
         int parent_fd;    /* the tree's parent directory, O_RDONLY, opened without a symlink */
         const char *name; /* the tree's name in it (one component) */
-        const char *home; /* shell.home: all the worker may touch (Landlock) */
-        uid_t uid;        /* shell.uid */
-        uint64_t limit;   /* bytes */
+        const char *parent_rel; /* the parent's path beneath shell.home ("." for it) */
+        int record_fd;          /* the records' directory (root's, 0700: see subvol_sweep_left) */
+        const char *home;       /* shell.home: all the worker may touch (Landlock) */
+        uid_t uid;              /* shell.uid */
+        uint64_t limit;         /* bytes */
         int timeout_ms;
         const struct policy_prog *filter; /* policy_build_subvol */
 };
@@ -70,3 +72,25 @@ int subvol_pending_fd(const struct subvol_pending *p);
 bool subvol_pending_swapped(const struct subvol_pending *p);
 void subvol_convert_kill(struct subvol_pending *p);
 int subvol_convert_finish(struct subvol_pending *p, bool kill, char *err, size_t errlen);
+
+/* Leftovers of conversions cut short after the exchange (a stop or a
+ * crash while the worker removed the old tree): each conversion records
+ * its temporary name and the parent's path in record_fd before its
+ * worker starts, and drops the record once the old tree is gone. For each
+ * record left, the tree of that name beside the converted one, if it is
+ * a plain directory on the parent's file system, is removed by a worker
+ * jailed as the conversion's (root opens only the parent, beneath
+ * shell.home without a symlink); the records are dropped, but those whose
+ * tree is not gone within timeout_ms (all of them together), kept for
+ * the next start. Never a tree found by its name alone: a job may name
+ * its own .lockbox-subvol-*. At a start, after subvol_sweep_tmp. How
+ * many were removed, or -errno. */
+struct subvol_sweep {
+        int home_fd; /* shell.home */
+        const char *home;
+        uid_t uid;
+        int record_fd;
+        int timeout_ms;
+        const struct policy_prog *filter; /* policy_build_subvol */
+};
+int subvol_sweep_left(const struct subvol_sweep *s);

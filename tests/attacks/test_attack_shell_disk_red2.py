@@ -4,22 +4,25 @@ killed at its deadline awaited on the loop, the walks shared through
 file_dir_each.
 
 A control process kept over a restart still holds a move; a stop of
-lockboxd while the old tree is removed leaves that tree behind (a
-finding, xfail); a control job asked for while a tree is copied starts
-once that copy is over, not after copies that began after it asked; a
-process a control job leaves behind holds every first job of a binding
+lockboxd while the old tree is removed leaves no copy behind (the next
+start removes it, and nothing a job merely named so); a file system a
+namespace still holds over a stop is mounted again whole; a control
+job asked for while a tree is copied starts once that copy is over, not
+after copies that began after it asked; a process a control job leaves behind holds every first job of a binding
 for the control wait (10 s) and leaves its trees unbounded, each job
 again, until it ends; trees a control script makes odd (unreadable
 directories, names with newlines, deep, wide, links, FIFOs) move in
 whole; a worker stopped (SIGSTOP) is killed at its deadline while the
 jailer answers; many bindings' first jobs wait for one control process.
 
-One daemon for the module (the red module's settings), and the two
-restart cases' own before it; every case is bounded (at most 60,000
+One daemon for the module (the red module's settings), and the restart
+cases' own before it; every case is bounded (at most 60,000
 empty files a tree, tens of seconds). After every case all jobs are
 deleted and nothing of them may be left."""
+import glob
 import os
 import signal
+import subprocess
 import stat
 import sys
 import threading
@@ -119,46 +122,204 @@ def test_a_control_process_kept_over_a_restart_still_holds_the_moves(_session_tm
         stop_shell_daemon(d)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="finding: shell_free kills a worker that is removing the old tree;"
-                   " that plain directory is left, and no start sweeps it")
+def stop_while_removing(d, h, n, meanwhile=None):
+    """Stop lockboxd (SIGTERM) once the first job of a HOME of n files
+    has it exchanged with its subvolume while the worker removes the old
+    tree (meanwhile(d), if given, just before the stop), and start it
+    again: the log lines of the move before the stop."""
+    make_files(d, h, n)
+    t, box = in_thread(first_job, d, h)
+    try:
+        def removing():
+            assert os.stat(h).st_ino == 256 and leftovers(d)
+        try:
+            eventually(removing, scaled(15))
+        except AssertionError:
+            pytest.fail("the HOME was never seen exchanged with the old tree still there")
+        if meanwhile:
+            meanwhile(d)
+        down(d, signal.SIGTERM)
+    finally:
+        t.join()
+    print(box.get("error") or box.get("value"))
+    said = [ln for ln in d.log.splitlines() if "subvol" in ln][-3:]
+    up(d)  # (the image is mounted again)
+    if not os.path.isdir(h):
+        # (seen once in some twenty runs, before the start mounted again a
+        # file system a namespace still held: a second instance without
+        # what was not committed; test_a_start_mounts_again_...)
+        pytest.fail(f"the HOME is gone after the restart: {os.listdir(os.path.dirname(h))}"
+                    f" {subvolumes(d)} {said} " + " | ".join(
+                        ln for ln in d.log.splitlines() if "disk" in ln or "swept" in ln))
+    if os.stat(h).st_ino != 256 or len(os.listdir(f"{h}/d")) != n:
+        pytest.fail(f"the HOME is not whole in its subvolume: {os.listdir(h)}")
+    return said
+
+
 def test_a_stop_while_the_old_tree_is_removed_leaves_no_copy_behind(_session_tmp):
     """lockboxd is stopped (SIGTERM) once a HOME of 60,000 files has been
     exchanged with its subvolume while the worker removes the old tree
     (under a temporary name beside the HOME): the HOME keeps every file,
     and no copy of it (.lockbox-subvol-*) is left in shell.home once
-    lockboxd runs again. (Runs before the module's daemon: one daemon of
-    this module at a time.) Only the last check fails as an assertion
-    (the xfail's); one before it fails the case."""
+    lockboxd runs again, which removed it (its record in
+    shell.state_dir/moves). (Runs before the module's daemon: one daemon
+    of this module at a time.)"""
     d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
-    n = 60000
     try:
         h, _ = fresh(d)
-        make_files(d, h, n)
-        t, box = in_thread(first_job, d, h)
-        try:
-            def removing():
-                assert os.stat(h).st_ino == 256 and leftovers(d)
-            try:
-                eventually(removing, scaled(15))
-            except AssertionError:
-                pytest.fail("the HOME was never seen exchanged with the old tree still there")
-            down(d, signal.SIGTERM)
-        finally:
-            t.join()
-        print(box.get("error") or box.get("value"))
-        said = [ln for ln in d.log.splitlines() if "subvol" in ln][-3:]
-        up(d)  # (the image is mounted again)
-        if not os.path.isdir(h):
-            # seen once (of some twenty runs), not explained: what there is
-            pytest.fail(f"the HOME is gone after the restart: {os.listdir(os.path.dirname(h))}"
-                        f" {subvolumes(d)} {said} " + " | ".join(
-                            ln for ln in d.log.splitlines() if "disk" in ln or "swept" in ln))
-        if os.stat(h).st_ino != 256 or len(os.listdir(f"{h}/d")) != n:
-            pytest.fail(f"the HOME is not whole in its subvolume: {os.listdir(h)}")
+        victim = fresh(d)[0]
+        r, out = run(d, f"mkdir -p {victim} && echo precious > {victim}/precious && echo made")
+        assert out == "made\n", (r, out)
+        shape = tree_of(victim)
+
+        def close_the_leftover(d):
+            # as a control job could, while the old tree is removed: a
+            # directory closed to its owner, links out of the tree in it
+            left, = leftovers(d)
+            shut = os.path.join(left, "shut")
+            os.mkdir(shut)
+            os.symlink(os.path.relpath(victim, shut), os.path.join(shut, "rel"))
+            os.symlink(victim, os.path.join(shut, "abs"))
+            for p in (os.path.join(shut, "rel"), os.path.join(shut, "abs"), shut):
+                os.lchown(p, d.shell_uid, d.shell_uid)
+            os.chmod(shut, 0)
+        said = stop_while_removing(d, h, 60000, close_the_leftover)
+        assert tree_of(victim) == shape
         left = leftovers(d)
-        print(left, said)
+        swept = [ln for ln in d.log.splitlines() if "subvol_leftover" in ln]
+        print(left, said, swept)
         assert not left, f"a copy of the HOME left after a restart: {left}; {said}"
+        assert any("event=shell.subvol_leftover_removed" in ln for ln in swept), swept
+        assert not os.listdir(os.path.join(d.state_dir, "moves"))
+    finally:
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
+
+
+def image_devices(d):
+    """Loop devices backed by d's image."""
+    img = os.path.join(d.state_dir, "home.img")
+    found = []
+    for b in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(b) as f:
+                if f.read().strip() == img:
+                    found.append(b.split("/")[3])
+        except OSError:
+            continue
+    return found
+
+
+def test_a_start_mounts_again_the_file_system_a_namespace_still_holds(_session_tmp):
+    """A mount namespace made while the image is mounted (another daemon's
+    job or zygote on the same host, a namespace of a job being torn down)
+    keeps its file system alive over a stop. A HOME written just before
+    the stop (within btrfs's 30 s commit window) is whole after the
+    start, which mounts the device still attached again (the live file
+    system) rather than a new one (btrfs would mount a second instance,
+    with a temporary fsid, that sees only what was committed: the HOME
+    missing, as once seen after a stop while an old tree was removed);
+    once that namespace goes and lockboxd stops, no device is left."""
+    d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "120"])
+    try:
+        h, _ = fresh(d)
+        r, out = run(d, f"mkdir -p {h}/d && echo kept > {h}/d/f && echo made")
+        assert out == "made\n", (r, out)
+        devices = image_devices(d)
+        down(d, signal.SIGTERM)
+        assert "event=shell.disk_lingering" in d.log, d.log[-2000:]
+        assert image_devices(d) == devices
+        up(d)
+        assert "lingering=true" in d.log, d.log[-3000:]
+        with open(f"{h}/d/f") as f:
+            assert f.read() == "kept\n"
+        assert image_devices(d) == devices
+        first, out = run(d, "cat d/f", h=h)
+        assert out == "kept\n", (first, out)
+    finally:
+        holder.kill()
+        holder.wait()
+        if d.proc.poll() is None:
+            d.shell_reset()
+        stop_shell_daemon(d)
+    eventually(lambda: not image_devices(d), scaled(10))
+
+
+PLANT = """\
+set -e
+cd {top}
+mkdir -p {victim} homes/.lockbox-subvol-00112233445566ff/sub
+echo victim > {victim}/precious
+echo planted > homes/.lockbox-subvol-00112233445566ff/sub/keep
+ln -s ../../{victim} homes/.lockbox-subvol-00112233445566ff/sub/link
+chmod 000 homes/.lockbox-subvol-00112233445566ff/sub
+ln -s homes/{victim_name} .lockbox-subvol-aabbccddeeff0011
+ln -s /etc homes/.lockbox-subvol-2233445566778899
+mkdir -p {h}/.lockbox-subvol-0123456789abcdef
+echo mine > {h}/.lockbox-subvol-0123456789abcdef/f
+echo planted
+"""
+
+
+def tree_of(top):
+    """{path: (kind, mode, content or link target)} below top, read as
+    root without following a link."""
+    got = {}
+    for base, dirs, files in os.walk(top):
+        for n in dirs + files:
+            p = os.path.join(base, n)
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                got[os.path.relpath(p, top)] = ("l", 0, os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                got[os.path.relpath(p, top)] = ("d", stat.S_IMODE(st.st_mode), "")
+            else:
+                with open(p, "rb") as f:
+                    got[os.path.relpath(p, top)] = ("f", stat.S_IMODE(st.st_mode), f.read())
+    return got
+
+
+def test_names_a_job_plants_are_never_swept(_session_tmp):
+    """A control job plants .lockbox-subvol-* names of the temporary form
+    in shell.home and beside the HOMEs (a directory, closed to its owner,
+    holding a file and a link to another HOME; links to a HOME and to
+    /etc), and a binding's job one inside its HOME; then a stop while an
+    old tree is removed beside them, and a start, which removes that old
+    tree: every planted entry, and what the links point to, is as it was
+    (only recorded moves are ever removed, by a worker that follows no
+    link)."""
+    d = start_shell_daemon(_session_tmp, dict(SHELL), enable_network=False)
+    try:
+        h, _ = fresh(d)
+        victim = os.path.relpath(fresh(d)[0], d.home)
+        r, out = run(d, PLANT.format(top=d.home, victim=victim, h=h,
+                                     victim_name=os.path.basename(victim)))
+        assert out == "planted\n", (r, out, stderr_of(d, r["job_id"]))
+        r, out = run(d, "ls -a $HOME/.lockbox-subvol-0123456789abcdef", h=h)
+        assert out == ".\n..\nf\n", (r, out)
+        assert os.stat(h).st_ino == 256  # the planted name moved in with its HOME
+        planted = [d.home_path(".lockbox-subvol-aabbccddeeff0011"),
+                   d.home_path("homes", ".lockbox-subvol-2233445566778899")]
+        before = {p: os.readlink(p) for p in planted}
+        trees = [d.home_path("homes", ".lockbox-subvol-00112233445566ff"), h,
+                 d.home_path(victim)]
+        shapes = [tree_of(t) for t in trees]
+        h2, _ = fresh(d)
+        stop_while_removing(d, h2, 60000)
+        assert any("event=shell.subvol_leftover_removed" in ln for ln in d.log.splitlines())
+        assert {p: os.readlink(p) for p in planted} == before
+        for t, shape in zip(trees, shapes):
+            assert tree_of(t) == shape, t
+        assert sorted(os.path.basename(p) for p in leftovers(d)) == [
+            ".lockbox-subvol-00112233445566ff", ".lockbox-subvol-2233445566778899",
+            ".lockbox-subvol-aabbccddeeff0011"], leftovers(d)
+        assert os.path.isfile("/etc/passwd")
+        r, out = run(d, "chmod -R u+rwx homes/.lockbox-subvol-00112233445566ff && "
+                     "rm -rf homes/.lockbox-subvol-* "
+                     ".lockbox-subvol-* && echo removed", cwd=d.home)
+        assert out == "removed\n", (r, out)
     finally:
         if d.proc.poll() is None:
             d.shell_reset()

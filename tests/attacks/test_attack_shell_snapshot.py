@@ -10,6 +10,8 @@ entries; the largest test archive is 17 MiB (refused by its length)."""
 import io
 import os
 import tarfile
+import threading
+import time
 
 import pytest
 
@@ -159,3 +161,88 @@ def test_setuid_setgid_and_sticky_bits_are_dropped(_snapd):
         assert r["exit_code"] == 0
         d.shell_reset()
     assert save(d).status == 200  # and the daemon still serves
+
+
+SWAPPER = """
+import os, sys, time
+out, end, n = sys.argv[1], time.monotonic() + float(sys.argv[2]), 0
+targets = [out, out + "/canary", out + "/secret", out + "/own000"]
+os.makedirs("race", exist_ok=True)
+os.chdir("race")
+while time.monotonic() < end:
+    os.mkdir("d")
+    with open("d/f", "w") as f:
+        f.write("inside")
+    with open("f", "w") as f:
+        f.write("inside")
+    os.chmod("d", 0)
+    os.chmod("f", 0)
+    os.rename("d", "d.old")
+    os.symlink(targets[n % 4], "d")
+    os.rename("f", "f.old")
+    os.symlink(targets[(n + 1) % 4], "f")
+    os.chmod("d.old", 0o700)
+    os.unlink("d.old/f")
+    for name in ("d", "f", "f.old"):
+        os.unlink(name)
+    os.rmdir("d.old")
+    n += 1
+print(n)
+"""
+
+
+def test_entries_swapped_for_links_during_saves_never_read_outside(snapd):
+    """A job swaps closed (mode 000) entries of HOME for symlinks to what
+    lies outside it (a directory, a world-readable file, a root-only file,
+    a file of the jobs' UID closed to all), as fast as it can for a few
+    seconds, while saves run one after another: no save holds a byte of
+    what lies outside (the worker never follows a link, and Landlock keeps
+    it beneath HOME), a link is saved as a link, and nothing outside
+    changes (no mode lent)."""
+    d = snapd
+    secret, owned = "SECRET-" + os.urandom(8).hex(), "OWNED-" + os.urandom(8).hex()
+    made = {os.path.join(d.outside, "secret"): (secret, 0o600, 0),
+            os.path.join(d.outside, "own000"): (owned, 0o000, d.shell_uid)}
+    for p, (text, mode, uid) in made.items():
+        with open(p, "w") as f:
+            f.write(text)
+        os.chown(p, uid, uid)
+        os.chmod(p, mode)
+    outside = host_listing(d.outside)
+    box = {}
+
+    def swap():
+        box["run"] = d.client.run_to_end(f"python3 -c '{SWAPPER}' {d.outside} 4", mode="stdio",
+                                         deadline=60)
+    t = threading.Thread(target=swap)
+    t.start()
+    saves = complete = 0
+    try:
+        t0 = time.monotonic()
+        while t.is_alive() and time.monotonic() - t0 < 30:
+            a = save(d)
+            saves += 1
+            for marker in (secret, owned, d.canary):
+                assert marker.encode() not in a.body
+            if not (a.status == 200 and a.complete):
+                continue
+            complete += 1
+            body = zstd(a.body, decompress=True)
+            for marker in (secret, owned, d.canary):
+                assert marker.encode() not in body, marker
+            with tarfile.open(fileobj=io.BytesIO(body)) as tf:
+                for m in tf.getmembers():
+                    if m.name.startswith("race/"):
+                        assert m.issym() or m.isdir() or (
+                            m.isfile() and tf.extractfile(m).read() in (b"", b"inside")), m.name
+    finally:
+        t.join()
+        r, out = box["run"]
+        after = host_listing(d.outside)
+        for p in made:
+            os.unlink(p)
+        d.client.run_to_end("rm -rf race", mode="stdio")
+    print(f"{out.strip()} swaps, {saves} saves, {complete} complete")
+    assert r["exit_code"] == 0, (r, out)
+    assert int(out) > 100 and saves >= 3, (out, saves)
+    assert after == outside

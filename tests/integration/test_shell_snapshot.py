@@ -14,8 +14,8 @@ import threading
 import pytest
 
 from conftest import stop_shell_daemon
-from snapshotlib import (restore, save, snapshot_workers, start_snapshot_daemon, wait_for,
-                         workers_gone, zstd)
+from snapshotlib import (host_listing, restore, save, snapshot_workers, start_snapshot_daemon,
+                         wait_for, workers_gone, zstd)
 
 LISTING = ("find . -mindepth 1 \\( -path ./.local -o -path ./workspace -o -path ./lost+found \\) "
            "-prune -o \\( -type f -printf '%p %m %s %y\\n' \\) -o \\( -type l -printf "
@@ -95,6 +95,49 @@ def test_round_trip_restores_the_same_tree(snapd):
     # workspace and .local were never in it, and stay as they were
     assert sh(snapd, "cat workspace/w .local/share/l") == "w\nl\n"
     assert sh(snapd, "ls .local") == "share\n"  # no staging directory left
+
+
+CLOSED = """
+set -e
+mkdir -p shut/inner/deeper open/shut-too
+printf 'in a closed tree' > shut/inner/deeper/f
+printf 'closed file' > open/nobody && chmod 000 open/nobody
+printf 'write only' > open/wo && chmod 200 open/wo
+ln -s ../open shut/link
+chmod 000 shut/inner/deeper shut/inner open/shut-too shut
+chmod 300 open
+"""
+
+
+def saved_tree(home):
+    return {k: v for k, v in host_listing(home).items()
+            if k.split("/")[0] not in ("workspace", ".local", "lost+found")}
+
+
+def test_a_save_reads_what_jobs_closed_and_restores_it_identically(snapd):
+    """Directories and files a job made unreadable to itself (chmod 000,
+    a directory it may only write and enter, a write-only file) are saved
+    whole (the save's worker reads them through CAP_DAC_READ_SEARCH in a
+    user namespace of its own: no mode is changed meanwhile), and the
+    restore puts back every entry with its mode and content."""
+    sh(snapd, CLOSED)
+    before = saved_tree(snapd.home)
+    assert before["shut"][0] & 0o7777 == 0 and before["open/nobody"][0] & 0o7777 == 0
+    a = save(snapd)
+    assert a.status == 200 and a.complete, a
+    assert a.trailers["x-snapshot-status"] == "ok", a
+    assert saved_tree(snapd.home) == before  # no mode lent meanwhile
+    assert names_in(a.body) == sorted(before), names_in(a.body)
+    with tarfile.open(fileobj=io.BytesIO(zstd(a.body, decompress=True))) as t:
+        assert t.extractfile("shut/inner/deeper/f").read() == b"in a closed tree"
+        assert t.getmember("shut").mode == 0 and t.getmember("open").mode == 0o300
+    sh(snapd, "chmod -R u+rwx shut open && rm -r shut open")  # (opened before they are read)
+    assert saved_tree(snapd.home) == {}
+    r = restore(snapd, a.body)
+    assert r.status == 200, r
+    assert r.json()["entries"] == len(before), r.json()
+    assert saved_tree(snapd.home) == before
+    sh(snapd, "chmod -R u+rwx shut open && rm -r shut open")
 
 
 def test_restore_unpacks_over_home(snapd):

@@ -30,6 +30,7 @@
 
 #include "base/clock.h"
 #include "ipc/channel.h"
+#include "jail/jail.h"
 #include "jail/landlock.h"
 #include "jail/policy.h"
 #include "test.h"
@@ -666,4 +667,102 @@ TEST(shell_jail_landlock_paths_confine_even_root)
         EXPECT_INT_EQ(WEXITSTATUS(st), 0);
         EXPECT_FALSE(outside_made);
         EXPECT_TRUE(sh_wrote);
+}
+
+/* ---- a save's reading right (jail_userns_read_all) ------------------------ */
+
+static char rd_dir[64];
+
+#define RD_CHECK(cond)                                                                             \
+        do {                                                                                       \
+                if (!(cond)) {                                                                     \
+                        fprintf(stderr, "  read_all: %s (errno %d)\n", #cond, errno);              \
+                        bad++;                                                                     \
+                }                                                                                  \
+        } while (0)
+
+/* As JOB_UID in its namespace: what it owns it reads, however closed, and
+ * nothing more. */
+static int read_all_checks(void)
+{
+        int bad = 0;
+        char p[128], buf[16] = "";
+        snprintf(p, sizeof(p), "%s/closed/file", rd_dir);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        RD_CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) == 6 && memcmp(buf, "closed", 6) == 0);
+        if (fd >= 0)
+                close(fd);
+        snprintf(p, sizeof(p), "%s/closed", rd_dir);
+        fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        RD_CHECK(fd >= 0);
+        if (fd >= 0)
+                close(fd);
+        /* no write, no mode or owner change beyond an owner's, no mount */
+        snprintf(p, sizeof(p), "%s/closed/file", rd_dir);
+        RD_CHECK(open(p, O_WRONLY | O_CLOEXEC) < 0 && errno == EACCES);
+        snprintf(p, sizeof(p), "%s/closed/new", rd_dir);
+        RD_CHECK(open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) < 0 && errno == EACCES);
+        snprintf(p, sizeof(p), "%s/root-only", rd_dir);
+        RD_CHECK(open(p, O_RDONLY | O_CLOEXEC) < 0 && errno == EACCES);
+        RD_CHECK(chown(rd_dir, 0, 0) < 0 && (errno == EPERM || errno == EINVAL));
+        RD_CHECK(mount("none", rd_dir, "tmpfs", 0, NULL) < 0 && errno == EPERM);
+        /* CAP_DAC_READ_SEARCH (2) alone */
+        FILE *f = fopen("/proc/self/status", "re");
+        char line[256];
+        bool seen = false;
+        while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, "CapEff:", 7) == 0 || strncmp(line, "CapPrm:", 7) == 0 ||
+                    strncmp(line, "CapBnd:", 7) == 0) {
+                        RD_CHECK(strstr(line, "0000000000000004") != NULL);
+                        seen = true;
+                }
+        if (f)
+                fclose(f);
+        RD_CHECK(seen);
+        return bad;
+}
+
+TEST(shell_jail_a_save_reads_what_its_uid_closed_and_nothing_more)
+{
+        REQUIRE_ROOT("the worker leaves UID 0 for a job's UID first");
+        job_dir_make(rd_dir, sizeof(rd_dir));
+        EXPECT_INT_EQ(chmod(rd_dir, 0755), 0);
+        char p[128];
+        snprintf(p, sizeof(p), "%s/closed", rd_dir);
+        EXPECT_INT_EQ(mkdir(p, 0700), 0);
+        snprintf(p, sizeof(p), "%s/closed/file", rd_dir);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+        EXPECT_TRUE(fd >= 0 && write(fd, "closed", 6) == 6);
+        close(fd);
+        EXPECT_INT_EQ(chown(p, JOB_UID, JOB_UID), 0);
+        snprintf(p, sizeof(p), "%s/closed", rd_dir);
+        EXPECT_INT_EQ(chown(p, JOB_UID, JOB_UID), 0);
+        EXPECT_INT_EQ(chmod(p, 0), 0);
+        snprintf(p, sizeof(p), "%s/root-only", rd_dir);
+        fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        EXPECT_TRUE(fd >= 0);
+        close(fd);
+        pid_t pid = fork();
+        if (pid == 0) {
+                if (jail_identity_drop(JOB_UID, JOB_UID) < 0)
+                        _exit(100);
+                int r = jail_userns_read_all(JOB_UID, JOB_UID);
+                if (r == 1)
+                        _exit(101);
+                if (r < 0) {
+                        fprintf(stderr, "  jail_userns_read_all: %s\n", strerror(-r));
+                        _exit(102);
+                }
+                _exit(read_all_checks());
+        }
+        int st = 0;
+        EXPECT_INT_EQ(waitpid(pid, &st, 0), pid);
+        snprintf(p, sizeof(p), "%s/closed", rd_dir);
+        struct stat sb;
+        EXPECT_TRUE(stat(p, &sb) == 0 && (sb.st_mode & 07777) == 0); /* no mode lent */
+        job_dir_remove(rd_dir);
+        EXPECT_TRUE(WIFEXITED(st));
+        if (WEXITSTATUS(st) == 101)
+                return; /* no user namespaces on this system: nothing changed */
+        EXPECT_INT_EQ(WEXITSTATUS(st), 0);
 }
