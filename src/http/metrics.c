@@ -455,6 +455,12 @@ static void render_shell_jobs(struct strbuf *sb, struct shell_figures *f)
         header(sb, "lockbox_shell_output_bytes_total", "counter",
                "Bytes of output.log that ended shell jobs wrote.");
         strbuf_appendf(sb, "lockbox_shell_output_bytes_total %lu\n", get(&f->output_bytes));
+        header(sb, "lockbox_shell_job_starts_total", "counter",
+               "Shell jobs started, cold or from their binding's spare.");
+        strbuf_appendf(sb, "lockbox_shell_job_starts_total{start=\"cold\"} %lu\n",
+                       get(&f->starts[0]));
+        strbuf_appendf(sb, "lockbox_shell_job_starts_total{start=\"spare\"} %lu\n",
+                       get(&f->starts[1]));
 }
 
 static void render_shell(struct strbuf *sb)

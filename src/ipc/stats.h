@@ -50,6 +50,7 @@ struct shell_figures {
         atomic_ulong duration[STATS_SHELL_BUCKETS + 1]; /* not cumulative; last is +Inf */
         atomic_ulong duration_count, duration_sum_ms;
         atomic_ulong output_bytes; /* output.log bytes of ended jobs */
+        atomic_ulong starts[2];    /* jobs started [0] cold, [1] from their binding's spare */
         atomic_ulong limits[STATS_SHELL_LIMITS];
         atomic_ulong snapshots[STATS_SHELL_SNAPSHOTS][2]; /* [route][ok] */
 };

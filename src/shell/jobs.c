@@ -174,8 +174,9 @@ struct job {
         struct watch w_sock, w_keeper;
         bool spare;        /* a binding's spare: in no list, its keeper waits for a job */
         size_t n_trees;    /* a spare: the HOME and workspace its view holds, */
-        dev_t tree_dev[2]; /* named by device and inode */
+        dev_t tree_dev[2]; /* named by device, inode and subvolume */
         ino_t tree_ino[2];
+        uint64_t tree_subvol[2];
 };
 
 /* CALL_CONVERT: a run waiting for a tree of its job to be moved into
@@ -732,6 +733,29 @@ static void spare_drop(struct binding *b)
         b->spare = NULL;
 }
 
+/* Each second: a spare whose HOME or workspace is no longer at its path
+ * (a control script removed it, as Dify's release does) goes now, not at
+ * the binding's next job or end: its view would keep the removed tree (a
+ * subvolume's space and quota group) alive meanwhile. */
+static void spare_check(struct binding *b)
+{
+        const struct job *j = b->spare;
+        const char *paths[2] = {j->home, j->ws};
+        for (size_t i = 0; i < j->n_trees; i++) {
+                const char *rel;
+                struct stat st;
+                _cleanup_close_ int fd =
+                    under_home(b->sh->cfg->shell_home, paths[i], &rel) < 0
+                        ? -EXDEV
+                        : open_beneath(b->sh->home_fd, rel, O_PATH | O_DIRECTORY);
+                if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != j->tree_dev[i] ||
+                    st.st_ino != j->tree_ino[i] || subvol_id(fd) != j->tree_subvol[i]) {
+                        spare_drop(b);
+                        return;
+                }
+        }
+}
+
 static bool spare_fits(const struct job *j, const char *home, const struct jail_view_rw *rw,
                        size_t n_rw)
 {
@@ -742,7 +766,7 @@ static bool spare_fits(const struct job *j, const char *home, const struct jail_
         for (size_t i = 0; i < n_rw; i++) {
                 struct stat st;
                 if (fstat(rw[i].fd, &st) < 0 || st.st_dev != j->tree_dev[i] ||
-                    st.st_ino != j->tree_ino[i])
+                    st.st_ino != j->tree_ino[i] || subvol_id(rw[i].fd) != j->tree_subvol[i])
                         return false;
         }
         return true;
@@ -1823,6 +1847,7 @@ static void spare_make(struct binding *b)
                 r = fstat(rw[i].fd, &st) < 0 ? -errno : 0;
                 j->tree_dev[i] = st.st_dev;
                 j->tree_ino[i] = st.st_ino;
+                j->tree_subvol[i] = subvol_id(rw[i].fd);
         }
         if (r == 0 &&
             (!(j->home = strdup(b->spare_home)) || (b->spare_ws && !(j->ws = strdup(b->spare_ws)))))
@@ -2017,6 +2042,8 @@ static void run_started(struct call *c, struct job *j, const char *binding, cons
         log_info(NULL, "shell.job_started", "job=%s mode=%s binding=%s cwd=%s start=%s", j->id,
                  j->mode == SHELL_MODE_PTY ? "pty" : "stdio", log_q(binding), log_q(cwd), how);
         struct binding *b = j->b;
+        if (!terminal(j))
+                shell_stats_start(strcmp(how, "spare") == 0);
         if (b && !terminal(j) && !b->spare) {
                 free(b->spare_home);
                 free(b->spare_ws);
@@ -2454,6 +2481,8 @@ static void gc(struct shell *sh)
                 if (!b->jobs && b->idle_ms &&
                     now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000)
                         binding_free(b);
+                else if (b->spare)
+                        spare_check(b);
         }
         for (struct job *j = sh->jobs, *next; j; j = next) {
                 next = j->next;

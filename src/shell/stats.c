@@ -61,6 +61,12 @@ void shell_stats_status(uint32_t from, uint32_t to, int64_t *started_ms, uint64_
                 shell_stats_limit(STATS_SHELL_OUTPUT);
 }
 
+void shell_stats_start(bool spare)
+{
+        if (st.f)
+                atomic_fetch_add(&st.f->starts[spare], 1);
+}
+
 void shell_stats_limit(enum stats_shell_limit which)
 {
         if (st.f && which < STATS_SHELL_LIMITS)

@@ -19,6 +19,8 @@ void shell_stats_attach(struct shared_stats *page, const struct config *cfg);
  * now. */
 void shell_stats_status(uint32_t from, uint32_t to, int64_t *started_ms, uint64_t output);
 void shell_stats_limit(enum stats_shell_limit which);
+/* A job started: cold, or from its binding's spare. */
+void shell_stats_start(bool spare);
 /* A snapshot call's end (the snapshot routes' hook). */
 void shell_stats_snapshot(enum stats_shell_snapshot route, bool ok);
 /* Each second: shell.home mounted and writable, the jobs directory usable. */
