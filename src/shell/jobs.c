@@ -58,6 +58,7 @@
 #define CONTROL_WAIT_MS 10000    /* a move waits this long for control jobs to end */
 #define SPARE_DELAY_MS 50        /* a binding's spare is made this long after a start */
 #define SPARE_END_MS 500         /* a dropped spare's keeper ends by then, or is killed */
+#define KEEPER_END_MS 1000       /* a removed job's keeper tells its exit by then, or is killed */
 
 /* pidfd_send_signal to the process group of the pidfd's process (Linux
  * 6.9); older headers lack it */
@@ -163,6 +164,7 @@ struct job {
         int keeper_pidfd, sock;
         int pidfd; /* the job's first process, its group's leader (from KEEPER_STARTED) */
         bool keeper_gone;
+        bool exit_heard;   /* the keeper told the exit: it has reaped the first process */
         bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
         char *home;        /* its HOME (another binding's workspace may not hold it) */
@@ -419,16 +421,18 @@ static void reply_window(struct call *c, struct job *j, bool tail)
 
 /* ---- bindings ---------------------------------------------------------- */
 
-/* After its SIGKILL: a child of this jailer is reaped; one adopted from
- * the last lockboxd (its parent is now init) is waited for through its
- * pidfd, so what it held (an init's namespaces, the disk's mounts in
- * them) is let go before this returns. */
+/* After its SIGKILL: waited for through its pidfd (2 s at most), so what
+ * it held (an init's namespaces, the disk's mounts in them) is let go
+ * before this returns, and reaped if it is this jailer's child (one
+ * adopted from the last lockboxd is init's). Never a blocking waitpid: a
+ * binding's init ends only once every process of its namespace is
+ * reaped, and one may be this jailer's to reap (lockboxd is PID 1 in its
+ * container), which the loop does (reap_strays) once this returns. */
 static void gone(int pidfd, pid_t pid)
 {
-        if (waitpid(pid, NULL, 0) == pid)
-                return;
         struct pollfd p = {.fd = pidfd, .events = POLLIN};
-        RETRY_EINTR(poll(&p, 1, 2000));
+        if (waitpid(pid, NULL, WNOHANG) != pid && RETRY_EINTR(poll(&p, 1, 2000)) > 0)
+                waitpid(pid, NULL, WNOHANG);
 }
 
 static void binding_unlink(struct binding *b)
@@ -684,15 +688,40 @@ static void job_close(struct job *j)
         free(j);
 }
 
+/* The job's processes killed, its keeper is killed once it has told the
+ * exit (KEEPER_END_MS at most): it has reaped the job's first process
+ * then. A process of the binding's PID namespace whose parent dies
+ * unreaped goes to the reaper of the parent's namespace (the host's init,
+ * or lockboxd itself as a container's PID 1), and the binding's init
+ * cannot end until that one has reaped it. */
+static void keeper_end(struct job *j)
+{
+        int64_t until = monotonic_ms() + KEEPER_END_MS;
+        bool heard = j->exit_heard;
+        while (j->sock >= 0 && !heard && !j->keeper_gone) {
+                int64_t left = until - monotonic_ms();
+                struct pollfd p = {.fd = j->sock, .events = POLLIN};
+                if (left <= 0 || RETRY_EINTR(poll(&p, 1, (int)left)) <= 0)
+                        break;
+                struct keeper_msg m;
+                size_t nf = 0;
+                _cleanup_close_ int fd = -1;
+                int r = channel_recv(j->sock, &m, sizeof(m), &fd, 1, &nf);
+                if (r == 0 || (r < 0 && r != -EAGAIN))
+                        break;
+                heard = r > 0 && m.type == KEEPER_EXITED;
+        }
+        syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
+        gone(j->keeper_pidfd, j->keeper_pid);
+}
+
 static void job_free(struct job *j)
 {
         struct shell *sh = j->sh;
         job_unlink(j);
         job_kill(j);
-        if (j->keeper_pidfd >= 0) {
-                syscall(SYS_pidfd_send_signal, j->keeper_pidfd, SIGKILL, NULL, 0);
-                gone(j->keeper_pidfd, j->keeper_pid);
-        }
+        if (j->keeper_pidfd >= 0)
+                keeper_end(j);
         remove_job_dir(sh, j->id);
         store_job_delete(sh->store, j->id);
         struct binding *b = j->b;
@@ -888,6 +917,7 @@ static void on_keeper_msg(void *data, uint32_t events)
                 break;
         }
         case KEEPER_EXITED:
+                j->exit_heard = true;
                 check_oom(j);
                 check_disk(j);
                 if (!j->has_exit) { /* also for a job terminated meanwhile */

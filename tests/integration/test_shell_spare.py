@@ -216,3 +216,28 @@ def test_a_daemon_stopped_with_spares_and_lingering_bindings_leaves_nothing(_ses
         wait_spare(d, 3)
     finally:
         stop_shell_daemon(d)
+
+
+def test_removing_a_bindings_last_running_job_does_not_stall_the_daemon(_session_tmp):
+    """The binding ends with its job (binding_linger 0), its spare with
+    it. A keeper must reap its first process before it goes: one left
+    unreaped goes to the host's init (or to lockboxd, PID 1 in its
+    container), and the binding's init, killed with the binding, cannot
+    end until it is reaped. A spare's keeper that left its process so
+    made each of these removals wait 1.5-2 s here (this machine's init
+    reaps late); a removed job's keeper now also waits for its exit to
+    be told before it is killed."""
+    d = start_shell_daemon(_session_tmp, {"binding_linger": 0})
+    try:
+        c = d.client
+        took = []
+        for i, mode in enumerate(("stdio", "pty", "stdio", "pty")):
+            r = c.run("echo up; sleep 1000", mode=mode, session_id="stall%d" % i, timeout=0.3)
+            assert r["status"] == "running", r
+            t = time.monotonic()
+            c.delete(r["job_id"], force=True, grace_seconds=0)
+            took.append(time.monotonic() - t)
+        assert max(took) < scaled(1.0), took
+        d.check_shell_idle()
+    finally:
+        stop_shell_daemon(d)
