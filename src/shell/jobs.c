@@ -172,10 +172,9 @@ struct job {
         unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
         struct watch w_sock, w_keeper;
-        bool spare;        /* a binding's spare: in no list, its keeper waits for a job */
-        size_t n_trees;    /* a spare: the HOME and workspace its view holds, */
-        dev_t tree_dev[2]; /* named by device and inode */
-        ino_t tree_ino[2];
+        bool spare;     /* a binding's spare: in no list, its keeper waits for a job */
+        size_t n_trees; /* a spare: the HOME and workspace its view holds, */
+        int tree_fd[2]; /* held open: a tree removed since is seen so */
 };
 
 /* CALL_CONVERT: a run waiting for a tree of its job to be moved into
@@ -677,6 +676,8 @@ static void job_close(struct job *j)
         safe_close(j->pidfd);
         safe_close(j->out_rfd);
         safe_close(j->dirfd);
+        for (size_t i = 0; i < j->n_trees; i++)
+                safe_close(j->tree_fd[i]);
         cgroup_run_free(j->cg);
         free(j->home);
         free(j->ws);
@@ -732,6 +733,11 @@ static void spare_drop(struct binding *b)
         b->spare = NULL;
 }
 
+/* The job's trees are the spare's when they are the same directories
+ * now: the spare holds its own open, so a tree removed since (the HOME
+ * released and made again) is not taken for a new one that reuses its
+ * numbers (a btrfs subvolume's root is always inode 256, and its device
+ * number is freed at its removal, not when the last user lets go). */
 static bool spare_fits(const struct job *j, const char *home, const struct jail_view_rw *rw,
                        size_t n_rw)
 {
@@ -740,9 +746,10 @@ static bool spare_fits(const struct job *j, const char *home, const struct jail_
         if (n_rw == 2 && (!j->ws || strcmp(j->ws, rw[1].path)))
                 return false;
         for (size_t i = 0; i < n_rw; i++) {
-                struct stat st;
-                if (fstat(rw[i].fd, &st) < 0 || st.st_dev != j->tree_dev[i] ||
-                    st.st_ino != j->tree_ino[i])
+                struct stat st, held;
+                if (fstat(rw[i].fd, &st) < 0 || fstat(j->tree_fd[i], &held) < 0 ||
+                    held.st_nlink == 0 || held.st_dev == 0 || st.st_dev != held.st_dev ||
+                    st.st_ino != held.st_ino)
                         return false;
         }
         return true;
@@ -1812,17 +1819,17 @@ static void spare_make(struct binding *b)
                           .spare = true,
                           .b = b,
                           .serial = b->serial,
-                          .n_trees = n_rw};
+                          .n_trees = n_rw,
+                          .tree_fd = {-1, -1}};
         int r = 0;
         for (size_t i = 0; r == 0 && i < n_rw; i++) {
                 const char *rel;
-                struct stat st;
                 if ((r = under_home(sh->cfg->shell_home, rw[i].path, &rel)) < 0 ||
                     (r = rw[i].fd = detached(sh, rel)) < 0)
                         break;
-                r = fstat(rw[i].fd, &st) < 0 ? -errno : 0;
-                j->tree_dev[i] = st.st_dev;
-                j->tree_ino[i] = st.st_ino;
+                /* the tree its view holds, for spare_fits */
+                j->tree_fd[i] = fcntl(rw[i].fd, F_DUPFD_CLOEXEC, 3);
+                r = j->tree_fd[i] < 0 ? -errno : 0;
         }
         if (r == 0 &&
             (!(j->home = strdup(b->spare_home)) || (b->spare_ws && !(j->ws = strdup(b->spare_ws)))))
@@ -2038,6 +2045,8 @@ static void start_spare(struct call *c, struct binding *b, const struct run_text
         struct job *j = b->spare;
         b->spare = NULL;
         j->spare = false;
+        for (size_t i = 0; i < j->n_trees; i++)
+                j->tree_fd[i] = safe_close(j->tree_fd[i]);
         j->mode = c->req.mode;
         j->created = now_s();
         j->deadline_ms = monotonic_ms() + sh->cfg->shell_job_timeout * 1000;
