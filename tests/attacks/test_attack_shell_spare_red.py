@@ -27,7 +27,7 @@ import signal
 import sys
 import time
 
-from conftest import eventually, module_shell_fixtures, scaled, start_shell_daemon, \
+from conftest import ShellError, eventually, module_shell_fixtures, scaled, start_shell_daemon, \
     stop_shell_daemon
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
@@ -326,3 +326,64 @@ def test_a_sigkilled_jailer_with_spares_and_lingering_bindings_leaves_nothing(_s
             assert not d.job_dirs(), d.job_dirs()
         finally:
             stop_shell_daemon(d)
+
+
+RACER = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+end = time.monotonic() + float(os.environ["RACE_SECONDS"])
+n = 0
+while time.monotonic() < end:
+    # d and dl trade places: a directory, then a link to /proc/1/root
+    libc.renameat2(-100, b"d", -100, b"dl", 2)
+    n += 1
+print("swaps:%d" % n)
+"""
+
+
+def test_a_cwd_swapped_for_a_link_during_a_start_is_never_followed(sh):
+    """The jailer checks the cwd (no symbolic link on its way), then the
+    first process, root in the job's view until its identity step, goes
+    there. A job of the same binding trades the cwd directory for a link
+    to /proc/1/root (RENAME_EXCHANGE, in a loop) meanwhile: every job
+    started in that time must be in the directory or refused, never where
+    the link leads (as root it could follow the magic link out of its
+    view). Bounded: 6 s of starts, at most 80."""
+    c = sh.client
+    h = sh.home_path("race")
+    control(sh, f"mkdir -p '{h}'")
+    # d (its inode in the HOME's subvolume, made at this first job) and
+    # a link to /proc/1/root beside it
+    r, out = run_removed(sh, "mkdir d; ln -s /proc/1/root dl; stat -c %i d", env={"HOME": h},
+                         session_id="race")
+    ino = out.strip()
+    racer_script = f"exec /usr/bin/python3 - <<'PY'\n{RACER}\nPY\n"
+    racer = c.run(racer_script, env={"HOME": h, "RACE_SECONDS": "8"}, cwd=h, mode="stdio",
+                  timeout=0.2, session_id="race")
+    outcomes = {"in": 0, "refused": 0, "failed": 0}
+    escaped = []
+    end = time.monotonic() + 6
+    for _ in range(80):
+        if time.monotonic() > end:
+            break
+        for cwd in (h + "/d", h + "/dl"):
+            try:
+                r, out = c.run_to_end('echo "cwd:$(stat -c %i .)"; ls -A 2>&1 | head -3',
+                                      env={"HOME": h}, cwd=cwd, mode="stdio",
+                                      session_id="race")
+            except ShellError:
+                outcomes["refused"] += 1
+                continue
+            c.delete(r["job_id"], force=True, grace_seconds=0)
+            if r["exit_code"] != 0 or not out.startswith("cwd:"):
+                outcomes["failed"] += 1
+            elif field(out, "cwd") == ino:
+                outcomes["in"] += 1
+            else:
+                escaped.append(out)
+    r, out = c.follow(racer, 20)
+    print(f"cwd race: {outcomes}, escaped {len(escaped)}, racer {out.strip()}")
+    # before the fix about half the started jobs began in /proc/1/root
+    # (the binding init's empty root, inode 1): outside their view
+    assert not escaped, (outcomes, escaped[:3])
+    assert outcomes["in"] > 0, outcomes
