@@ -387,3 +387,128 @@ def test_a_cwd_swapped_for_a_link_during_a_start_is_never_followed(sh):
     # (the binding init's empty root, inode 1): outside their view
     assert not escaped, (outcomes, escaped[:3])
     assert outcomes["in"] > 0, outcomes
+
+
+def test_dropping_spares_in_a_row_keeps_the_jailer_answering(sh):
+    """Each job of one binding alternates between two workspaces, so each
+    start drops the spare the last one left (a dropped spare's keeper is
+    waited for, up to 500 ms, on the jailer's loop). Another client's list
+    calls meanwhile must stay fast. Bounded: 16 starts."""
+    import threading
+    c = sh.client
+    h = sh.home_path("drops")
+    ws = [sh.home_path("dropws", "one"), sh.home_path("dropws", "two")]
+    control(sh, f"mkdir -p '{h}' '{ws[0]}' '{ws[1]}'")
+    lister = sh.shell_client()
+    lat, stop = [], threading.Event()
+
+    def listing():
+        while not stop.is_set():
+            t = time.monotonic()
+            lister.list()
+            lat.append(time.monotonic() - t)
+            time.sleep(0.005)
+
+    def run_all(cwds):
+        starts_ms, how = [], []
+        for cwd in cwds:
+            t = time.monotonic()
+            r, out = c.run_to_end("echo x", env={"HOME": h}, cwd=cwd, mode="stdio",
+                                  session_id="drops")
+            starts_ms.append((time.monotonic() - t) * 1000)
+            how.append(starts(sh, r["job_id"]))
+            c.delete(r["job_id"])
+            time.sleep(0.1)  # the next spare is made
+        return starts_ms, how
+
+    th = threading.Thread(target=listing)
+    th.start()
+    try:
+        same_ms, same_how = run_all([ws[0]] * 8)
+        n_same = len(lat)
+        worst_same = max(lat)
+        alt_ms, alt_how = run_all([ws[i % 2] for i in range(8)])
+        worst_alt = max(lat[n_same:])
+    finally:
+        stop.set()
+        th.join()
+    print(f"drops: same workspace {sorted(same_how)} run median "
+          f"{sorted(same_ms)[4]:.1f} ms, worst list {worst_same * 1000:.1f} ms; "
+          f"alternating {sorted(alt_how)} run median {sorted(alt_ms)[4]:.1f} ms, "
+          f"worst list {worst_alt * 1000:.1f} ms ({len(lat)} lists)")
+    assert alt_how.count("cold") >= 7, alt_how
+    assert worst_alt < scaled(0.5), worst_alt
+
+
+def test_a_cwd_through_dot_dot_into_another_home_is_refused(sh):
+    """cwd spelled through '..' from the job's HOME into another binding's
+    HOME (or its workspace) passes a prefix check on HOME; warm or cold,
+    the job must not start there nor see that tree."""
+    c = sh.client
+    mine, other = sh.home_path("dots-mine"), sh.home_path("dots-other")
+    control(sh, f"mkdir -p '{mine}' '{other}/sub'\necho theirs > '{other}/secret'")
+    c.run_to_end("true", env={"HOME": mine}, mode="stdio", session_id="dots")
+    time.sleep(0.2)  # the spare is made
+    seen = []
+    for cwd in (f"{mine}/../dots-other", f"{mine}/../dots-other/sub", f"{mine}/./../dots-other",
+                f"{mine}/sub/../../dots-other"):
+        try:
+            r, out = c.run_to_end("pwd; cat ../secret secret 2>/dev/null; true",
+                                  env={"HOME": mine}, cwd=cwd, mode="stdio", session_id="dots")
+        except ShellError as e:
+            seen.append((cwd, "refused", e.code))
+            continue
+        c.delete(r["job_id"], force=True, grace_seconds=0)
+        seen.append((cwd, r["exit_code"], out))
+        assert "theirs" not in out, seen
+    print("dot-dot cwds:", seen)
+    r, out = c.run_to_end("echo ok", env={"HOME": mine}, mode="stdio", session_id="dots")
+    assert out == "ok\n", (r, out)
+
+
+def test_a_workspace_removed_and_made_again_is_the_new_one(sh):
+    """The same for a workspace: the spare holds the one the last job
+    used; removed and made again (by a control script) or renamed away
+    and replaced, the next job works in the new one, and what it writes
+    is there."""
+    c = sh.client
+    h, ws = sh.home_path("wsagain"), sh.home_path("wsagain-ws", "w")
+    control(sh, f"mkdir -p '{h}' '{ws}'")
+    found = []
+    for i, swap in enumerate((f"rm -rf '{ws}'\nmkdir '{ws}'",
+                              f"mv '{ws}' '{ws}.old'\nmkdir '{ws}'")):
+        r, out = run_removed(sh, "echo old > f; echo ok", env={"HOME": h}, cwd=ws,
+                             session_id="wsagain")
+        assert out == "ok\n", (r, out)
+        time.sleep(0.2)  # the spare is made, holding this workspace
+        control(sh, swap + f"\necho new > '{ws}/f'")
+        r, out = run_removed(sh, "cat f; echo mine > g", env={"HOME": h}, cwd=ws,
+                             session_id="wsagain")
+        found.append((starts(sh, r["job_id"]), r["exit_code"], out,
+                      os.path.exists(os.path.join(ws, "g"))))
+        control(sh, f"rm -rf '{ws}.old' '{ws}/g'")
+    print("workspace made again:", found)
+    assert [f[1:] for f in found] == [(0, "new\n", True)] * 2, found
+
+
+def test_a_home_replaced_by_a_link_to_its_old_tree_is_refused(sh):
+    """A control script moves the HOME away and leaves a link to it in its
+    place: the job is refused (no symbolic link on a HOME's way), the
+    spare that holds the moved tree is not used for it; moved back, the
+    same tree starts warm again."""
+    c = sh.client
+    h = sh.home_path("linked")
+    control(sh, f"mkdir -p '{h}'")
+    run_removed(sh, "echo mine > f", env={"HOME": h})
+    time.sleep(0.2)
+    control(sh, f"mv '{h}' '{h}.moved'\nln -s '{h}.moved' '{h}'")
+    try:
+        r, out = c.run_to_end("cat f", env={"HOME": h}, mode="stdio")
+        refused = (r["exit_code"], starts(sh, r["job_id"]), out)
+    except ShellError as e:
+        refused = e.code
+    control(sh, f"rm '{h}'\nmv '{h}.moved' '{h}'")
+    r, out = run_removed(sh, "cat f", env={"HOME": h})
+    print("HOME replaced by a link:", refused, "; moved back:", starts(sh, r["job_id"]), out)
+    assert isinstance(refused, str), refused
+    assert (r["exit_code"], out) == (0, "mine\n"), (r, out)
