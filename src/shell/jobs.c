@@ -733,11 +733,18 @@ static void spare_drop(struct binding *b)
         b->spare = NULL;
 }
 
+/* A tree the spare holds was removed since it was made: a deleted btrfs
+ * subvolume shows device 0 (its number is freed at the removal, not when
+ * the last user lets go), a deleted directory no links. */
+static bool spare_tree_gone(const struct job *j, size_t i, struct stat *held)
+{
+        return fstat(j->tree_fd[i], held) < 0 || held->st_nlink == 0 || held->st_dev == 0;
+}
+
 /* The job's trees are the spare's when they are the same directories
  * now: the spare holds its own open, so a tree removed since (the HOME
  * released and made again) is not taken for a new one that reuses its
- * numbers (a btrfs subvolume's root is always inode 256, and its device
- * number is freed at its removal, not when the last user lets go). */
+ * numbers (a btrfs subvolume's root is always inode 256). */
 static bool spare_fits(const struct job *j, const char *home, const struct jail_view_rw *rw,
                        size_t n_rw)
 {
@@ -747,9 +754,8 @@ static bool spare_fits(const struct job *j, const char *home, const struct jail_
                 return false;
         for (size_t i = 0; i < n_rw; i++) {
                 struct stat st, held;
-                if (fstat(rw[i].fd, &st) < 0 || fstat(j->tree_fd[i], &held) < 0 ||
-                    held.st_nlink == 0 || held.st_dev == 0 || st.st_dev != held.st_dev ||
-                    st.st_ino != held.st_ino)
+                if (fstat(rw[i].fd, &st) < 0 || spare_tree_gone(j, i, &held) ||
+                    st.st_dev != held.st_dev || st.st_ino != held.st_ino)
                         return false;
         }
         return true;
@@ -2461,8 +2467,22 @@ static void gc(struct shell *sh)
         for (struct binding *b = sh->bindings, *next; b; b = next) {
                 next = b->next;
                 if (!b->jobs && b->idle_ms &&
-                    now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000)
+                    now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000) {
                         binding_free(b);
+                        continue;
+                }
+                /* a spare whose tree a control script removed would keep
+                 * it (a subvolume's space and quota group) while the
+                 * binding lives: dropped, the next one is made from the
+                 * path again */
+                for (size_t i = 0; b->spare && i < b->spare->n_trees; i++) {
+                        struct stat held;
+                        if (spare_tree_gone(b->spare, i, &held)) {
+                                spare_drop(b);
+                                if (b->spare_home)
+                                        b->spare_ms = now + GC_EVERY_MS;
+                        }
+                }
         }
         for (struct job *j = sh->jobs, *next; j; j = next) {
                 next = j->next;

@@ -512,3 +512,56 @@ def test_a_home_replaced_by_a_link_to_its_old_tree_is_refused(sh):
     print("HOME replaced by a link:", refused, "; moved back:", starts(sh, r["job_id"]), out)
     assert isinstance(refused, str), refused
     assert (r["exit_code"], out) == (0, "mine\n"), (r, out)
+
+
+def test_lingering_bindings_ending_together_keep_the_jailer_answering(sh):
+    """shell.max_jobs bindings, each with a spare, made within a second
+    end in the same pass binding_linger later (each spare's keeper is
+    waited for, each init killed): list calls meanwhile stay fast, and
+    nothing of them is left."""
+    c = sh.client
+    h = sh.home_path("together")
+    control(sh, f"mkdir -p '{h}'")
+    n = sh.shell_settings["max_jobs"]
+    for i in range(n):
+        run_removed(sh, "true", env={"HOME": h}, session_id=f"together-{i}")
+
+    def all_spares():
+        assert len(spares(sh)) >= n, sh.shell_processes()
+    eventually(all_spares, scaled(5))
+    worst, t_end = 0.0, time.monotonic() + LINGER + 3
+    while time.monotonic() < t_end:
+        t = time.monotonic()
+        c.list()
+        worst = max(worst, time.monotonic() - t)
+        time.sleep(0.005)
+    print(f"{n} bindings ending together: worst list {worst * 1000:.1f} ms")
+    eventually(sh.check_shell_idle, scaled(5))
+    assert worst < scaled(0.5), worst
+
+
+def test_a_removed_home_is_not_held_by_its_bindings_spare(sh):
+    """A control script removes a HOME (its own subvolume) whose binding
+    still lives (here lingering; a finished job not yet removed keeps it
+    as long) with a spare bound to that tree: rm -rf works, and the
+    deleted subvolume is cleaned up (its space and quota group freed)
+    well before the binding ends, not held by the spare."""
+    import subprocess
+    h = sh.home_path("removed-held")
+    control(sh, f"mkdir -p '{h}'")
+    r, out = run_removed(sh, "head -c 4000000 /dev/zero > blob; echo ok", env={"HOME": h})
+    assert out == "ok\n", (r, out)
+
+    def spare_there():
+        assert spares(sh) and bindings(sh), sh.shell_processes()
+    eventually(spare_there, scaled(2))
+    control(sh, f"rm -rf '{h}'")
+    t0 = time.monotonic()
+
+    def cleaned():
+        subprocess.run(["btrfs", "filesystem", "sync", sh.home], check=True, timeout=30)
+        deleted = subprocess.run(["btrfs", "subvolume", "list", "-d", sh.home],
+                                 capture_output=True, text=True, check=True).stdout
+        assert not deleted.strip(), deleted
+    eventually(cleaned, LINGER - 1)
+    print(f"removed HOME cleaned up {time.monotonic() - t0:.2f} s after rm -rf")
