@@ -2473,15 +2473,12 @@ static void gc(struct shell *sh)
                 }
                 /* a spare whose tree a control script removed would keep
                  * it (a subvolume's space and quota group) while the
-                 * binding lives: dropped, the next one is made from the
-                 * path again */
+                 * binding lives: dropped (the binding's next job starts
+                 * cold and leaves the next spare) */
                 for (size_t i = 0; b->spare && i < b->spare->n_trees; i++) {
                         struct stat held;
-                        if (spare_tree_gone(b->spare, i, &held)) {
+                        if (spare_tree_gone(b->spare, i, &held))
                                 spare_drop(b);
-                                if (b->spare_home)
-                                        b->spare_ms = now + GC_EVERY_MS;
-                        }
                 }
         }
         for (struct job *j = sh->jobs, *next; j; j = next) {
