@@ -136,8 +136,12 @@ struct jail_view {
  * of a path from another namespace cannot do. The fd or -errno. */
 int jail_tree_detach(int fd, bool readonly);
 /* Build it in the caller's (private) mount namespace, enter it, chdir to
- * cwd. 0 or -errno. */
+ * cwd (jail_view_chdir). 0 or -errno. */
 int jail_view_enter(const struct jail_view *v);
+/* chdir to path in the view through no symbolic link, as the jailer
+ * checked it: a link swapped in since is refused (-ELOOP), not followed
+ * by a process still root (/proc/1/root leads out of the view). */
+int jail_view_chdir(const char *path);
 
 /* Runs the steps; cold: exec, never returns; warm: returns 0. */
 int jail_child_main(const struct jail_spec *s);

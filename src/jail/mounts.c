@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -533,5 +534,17 @@ int jail_view_enter(const struct jail_view *v)
                 return r;
         if ((r = jail_root_enter()) < 0)
                 return r;
-        return v->cwd && chdir(v->cwd) < 0 ? -errno : 0;
+        return v->cwd ? jail_view_chdir(v->cwd) : 0;
+}
+
+int jail_view_chdir(const char *path)
+{
+        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                               .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+        if (fd < 0)
+                return -errno;
+        int r = fchdir(fd) < 0 ? -errno : 0;
+        close(fd);
+        return r;
 }

@@ -173,7 +173,7 @@ static int step_go(struct child *c)
         c->go.argv = c->argv;
         c->go.exec_path = h.shebang ? c->s->view.file_path : "/bin/sh";
         c->s = &c->go;
-        return chdir(cwd) < 0 ? -errno : 0;
+        return jail_view_chdir(cwd);
 }
 
 /* A session of its own: the terminal's, or (stdio) one that a signal to

@@ -174,11 +174,9 @@ struct job {
         unsigned serial; /* its binding's, kept if the binding is gone */
         struct cgroup_run *cg;
         struct watch w_sock, w_keeper;
-        bool spare;        /* a binding's spare: in no list, its keeper waits for a job */
-        size_t n_trees;    /* a spare: the HOME and workspace its view holds, */
-        dev_t tree_dev[2]; /* named by device, inode and subvolume */
-        ino_t tree_ino[2];
-        uint64_t tree_subvol[2];
+        bool spare;     /* a binding's spare: in no list, its keeper waits for a job */
+        size_t n_trees; /* a spare: the HOME and workspace its view holds, */
+        int tree_fd[2]; /* held open: a tree removed since is seen so */
 };
 
 /* CALL_CONVERT: a run waiting for a tree of its job to be moved into
@@ -682,6 +680,8 @@ static void job_close(struct job *j)
         safe_close(j->pidfd);
         safe_close(j->out_rfd);
         safe_close(j->dirfd);
+        for (size_t i = 0; i < j->n_trees; i++)
+                safe_close(j->tree_fd[i]);
         cgroup_run_free(j->cg);
         free(j->home);
         free(j->ws);
@@ -762,29 +762,18 @@ static void spare_drop(struct binding *b)
         b->spare = NULL;
 }
 
-/* Each second: a spare whose HOME or workspace is no longer at its path
- * (a control script removed it, as Dify's release does) goes now, not at
- * the binding's next job or end: its view would keep the removed tree (a
- * subvolume's space and quota group) alive meanwhile. */
-static void spare_check(struct binding *b)
+/* A tree the spare holds was removed since it was made: a deleted btrfs
+ * subvolume shows device 0 (its number is freed at the removal, not when
+ * the last user lets go), a deleted directory no links. */
+static bool spare_tree_gone(const struct job *j, size_t i, struct stat *held)
 {
-        const struct job *j = b->spare;
-        const char *paths[2] = {j->home, j->ws};
-        for (size_t i = 0; i < j->n_trees; i++) {
-                const char *rel;
-                struct stat st;
-                _cleanup_close_ int fd =
-                    under_home(b->sh->cfg->shell_home, paths[i], &rel) < 0
-                        ? -EXDEV
-                        : open_beneath(b->sh->home_fd, rel, O_PATH | O_DIRECTORY);
-                if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != j->tree_dev[i] ||
-                    st.st_ino != j->tree_ino[i] || subvol_id(fd) != j->tree_subvol[i]) {
-                        spare_drop(b);
-                        return;
-                }
-        }
+        return fstat(j->tree_fd[i], held) < 0 || held->st_nlink == 0 || held->st_dev == 0;
 }
 
+/* The job's trees are the spare's when they are the same directories
+ * now: the spare holds its own open, so a tree removed since (the HOME
+ * released and made again) is not taken for a new one that reuses its
+ * numbers (a btrfs subvolume's root is always inode 256). */
 static bool spare_fits(const struct job *j, const char *home, const struct jail_view_rw *rw,
                        size_t n_rw)
 {
@@ -793,9 +782,9 @@ static bool spare_fits(const struct job *j, const char *home, const struct jail_
         if (n_rw == 2 && (!j->ws || strcmp(j->ws, rw[1].path)))
                 return false;
         for (size_t i = 0; i < n_rw; i++) {
-                struct stat st;
-                if (fstat(rw[i].fd, &st) < 0 || st.st_dev != j->tree_dev[i] ||
-                    st.st_ino != j->tree_ino[i] || subvol_id(rw[i].fd) != j->tree_subvol[i])
+                struct stat st, held;
+                if (fstat(rw[i].fd, &st) < 0 || spare_tree_gone(j, i, &held) ||
+                    st.st_dev != held.st_dev || st.st_ino != held.st_ino)
                         return false;
         }
         return true;
@@ -1866,18 +1855,17 @@ static void spare_make(struct binding *b)
                           .spare = true,
                           .b = b,
                           .serial = b->serial,
-                          .n_trees = n_rw};
+                          .n_trees = n_rw,
+                          .tree_fd = {-1, -1}};
         int r = 0;
         for (size_t i = 0; r == 0 && i < n_rw; i++) {
                 const char *rel;
-                struct stat st;
                 if ((r = under_home(sh->cfg->shell_home, rw[i].path, &rel)) < 0 ||
                     (r = rw[i].fd = detached(sh, rel)) < 0)
                         break;
-                r = fstat(rw[i].fd, &st) < 0 ? -errno : 0;
-                j->tree_dev[i] = st.st_dev;
-                j->tree_ino[i] = st.st_ino;
-                j->tree_subvol[i] = subvol_id(rw[i].fd);
+                /* the tree its view holds, for spare_fits */
+                j->tree_fd[i] = fcntl(rw[i].fd, F_DUPFD_CLOEXEC, 3);
+                r = j->tree_fd[i] < 0 ? -errno : 0;
         }
         if (r == 0 &&
             (!(j->home = strdup(b->spare_home)) || (b->spare_ws && !(j->ws = strdup(b->spare_ws)))))
@@ -2095,6 +2083,8 @@ static void start_spare(struct call *c, struct binding *b, const struct run_text
         struct job *j = b->spare;
         b->spare = NULL;
         j->spare = false;
+        for (size_t i = 0; i < j->n_trees; i++)
+                j->tree_fd[i] = safe_close(j->tree_fd[i]);
         j->mode = c->req.mode;
         j->created = now_s();
         j->deadline_ms = monotonic_ms() + sh->cfg->shell_job_timeout * 1000;
@@ -2509,10 +2499,19 @@ static void gc(struct shell *sh)
         for (struct binding *b = sh->bindings, *next; b; b = next) {
                 next = b->next;
                 if (!b->jobs && b->idle_ms &&
-                    now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000)
+                    now - b->idle_ms >= sh->cfg->shell_binding_linger * 1000) {
                         binding_free(b);
-                else if (b->spare)
-                        spare_check(b);
+                        continue;
+                }
+                /* a spare whose tree a control script removed would keep
+                 * it (a subvolume's space and quota group) while the
+                 * binding lives: dropped (the binding's next job starts
+                 * cold and leaves the next spare) */
+                for (size_t i = 0; b->spare && i < b->spare->n_trees; i++) {
+                        struct stat held;
+                        if (spare_tree_gone(b->spare, i, &held))
+                                spare_drop(b);
+                }
         }
         for (struct job *j = sh->jobs, *next; j; j = next) {
                 next = j->next;

@@ -84,18 +84,6 @@ bool subvol_is(int fd)
                st.st_ino == BTRFS_FIRST_FREE_OBJECTID;
 }
 
-uint64_t subvol_id(int fd)
-{
-        if (!subvol_fs(fd))
-                return 0;
-        /* ioctls need a descriptor that is not O_PATH */
-        _cleanup_close_ int dir = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        struct btrfs_ioctl_ino_lookup_args il = {.objectid = BTRFS_FIRST_FREE_OBJECTID};
-        if (dir < 0 || ioctl(dir, BTRFS_IOC_INO_LOOKUP, &il) < 0)
-                return 0;
-        return il.treeid;
-}
-
 int subvol_quota_enable(int fd)
 {
         struct btrfs_ioctl_quota_ctl_args a = {.cmd = BTRFS_QUOTA_CTL_ENABLE};

@@ -13,11 +13,6 @@
 bool subvol_fs(int fd);
 /* fd (a directory) is the root of a subvolume. */
 bool subvol_is(int fd);
-/* The id of the subvolume fd (a directory, O_PATH too) lies in, never
- * given again on its file system; 0 off btrfs. A subvolume's root is
- * always inode 256, and a deleted one's device number is given to the
- * next one made: the id tells them apart. */
-uint64_t subvol_id(int fd);
 /* Quota groups on for the file system of fd (once; again is a no-op):
  * 0 or -errno. */
 int subvol_quota_enable(int fd);
