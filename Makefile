@@ -168,7 +168,7 @@ ALONE      := test_zygote_thp.py $(ALONE_TESTS)
 LAB_EVEN   :=
 # Shell-job files with no fixed UID block, run in the main lane to even
 # the lanes out.
-MAIN_EVEN  := test_shell_spare.py
+MAIN_EVEN  := test_shell_spare.py test_attack_shell_spare_red.py
 LAB_FILES  := $(filter-out $(MAIN_EVEN),$(sort $(notdir \
                 $(shell grep -lw netlab tests/integration/test_*.py tests/attacks/test_*.py) \
                 $(wildcard tests/integration/test_shell_*.py tests/attacks/test_attack_shell*.py)) \
