@@ -14,13 +14,17 @@ Prints, each with its floor:
           client's clock when the answer arrived less the printed one (the
           job's last two exits, `date`'s and `sh`'s, are counted in it)
   paging  200 KB of output read back through 16 KiB windows, MB/s (the
-          median of 20 read-throughs of one job's output)
+          median of 20 read-throughs of one job's output), by a lean client
+          (LeanClient) and by http.client with json.loads (whose own work
+          is about half of a call's time)
   bindings  50 bindings with a live job each: started, all running, removed
 Run by hand; figures go in notes, never in tests (docs/TESTING.md)."""
 import argparse
 import http.client
 import json
 import os
+import re
+import socket
 import subprocess
 import time
 import urllib.parse
@@ -130,12 +134,62 @@ def bench_paging(args, rounds=20):
         r = call(args, "POST", "/v1/jobs/%s/wait" % job, {"timeout": 10, "offset": 0})
     reads = sorted((page_through(args, job) for _ in range(rounds)), key=lambda x: x[2])
     total, calls, secs = reads[len(reads) // 2]
+    lean = bench_paging_lean(args, job, rounds)
     delete(args, job)
     t = time.perf_counter()
     subprocess.run(["/bin/sh", "-c", "head -c 150000 /dev/urandom | base64 -w 100"],
                    stdout=subprocess.PIPE, check=True)
     floor = time.perf_counter() - t
-    return total, calls, secs, floor
+    return total, calls, secs, floor, lean
+
+
+class LeanClient:
+    """HTTP/1.1 on one kept-alive socket, with no parsing but the status
+    line, Content-Length and (for paging) the window's offset and
+    truncated flag, read off the body's end: what is left of a read-through
+    is the server's time, not the client's (http.client and json.loads of
+    16 KiB take about as long as lockbox does)."""
+
+    def __init__(self, args):
+        u = urllib.parse.urlsplit(args.url)
+        self.s = socket.create_connection((u.hostname, u.port or 80), timeout=120)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.auth = b"Authorization: Bearer %s\r\n" % args.token.encode() if args.token else b""
+        self.buf = b""
+
+    def call(self, method, path, body=b""):
+        self.s.sendall(b"%s %s HTTP/1.1\r\nHost: lockbox\r\n%sContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (method, path, self.auth, len(body), body))
+        while b"\r\n\r\n" not in self.buf:
+            self.buf += self.s.recv(65536)
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        n = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+        while len(self.buf) < n:
+            self.buf += self.s.recv(65536)
+        body, self.buf = self.buf[:n], self.buf[n:]
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError("%s %s: %s %s" % (method, path, head[:40], body[:200]))
+        return body
+
+
+def bench_paging_lean(args, job, rounds=20):
+    """The same read-through with LeanClient: (bytes, calls, seconds)."""
+    lc = LeanClient(args)
+    tail = re.compile(rb'"offset":(\d+),"truncated":(true|false)')
+    path = b"/v1/jobs/%s/wait" % job.encode()
+    reads = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        offset, calls = 0, 0
+        while True:
+            body = lc.call(b"POST", path, b'{"timeout":0,"offset":%d,"output_limit":16384}' % offset)
+            calls += 1
+            m = tail.search(body, max(0, len(body) - 200))
+            offset = int(m.group(1))
+            if m.group(2) == b"false":
+                break
+        reads.append((offset, calls, time.perf_counter() - t))
+    return sorted(reads, key=lambda x: x[2])[len(reads) // 2]
 
 
 def bench_bindings(args, count=50):
@@ -176,10 +230,13 @@ def main():
     print("exit     the call answers %.1f ms (p50) after the job's last output and exit,"
           " p90 %.1f ms" %
           (pct(lags, .5), pct(lags, .9)))
-    total, calls, secs, floor_s = bench_paging(args)
+    total, calls, secs, floor_s, (ltotal, lcalls, lsecs) = bench_paging(args)
     print("paging   %d bytes in %.1f ms through %d 16 KiB windows (%.2f ms a call; median of 20"
           " read-throughs): %.1f MB/s   (floor: the job run directly %.1f ms)" %
-          (total, secs * 1000, calls, secs * 1000 / calls, total / secs / 1e6, floor_s * 1000))
+          (ltotal, lsecs * 1000, lcalls, lsecs * 1000 / lcalls, ltotal / lsecs / 1e6,
+           floor_s * 1000))
+    print("         with http.client and json.loads as the client: %.1f ms, %.1f MB/s"
+          " (%.2f ms a call)" % (secs * 1000, total / secs / 1e6, secs * 1000 / calls))
     n, running, errors, started, removed = bench_bindings(args)
     print("bindings %d started in %.1f s, %d running, %d errors, removed in %.1f s" %
           (n, started, running, errors, removed))

@@ -165,6 +165,7 @@ struct job {
         int pidfd; /* the job's first process, its group's leader (from KEEPER_STARTED) */
         bool keeper_gone;
         bool exit_heard;   /* the keeper told the exit: it has reaped the first process */
+        bool unsaved;      /* its row is written at the end of the loop's turn */
         bool terminating;  /* being terminated: its end is "terminated" */
         uint64_t oom_seen; /* OOM kills already told */
         char *home;        /* its HOME (another binding's workspace may not hold it) */
@@ -338,7 +339,18 @@ static void set_status(struct job *j, uint32_t status)
                 log_info(NULL, "shell.job_ended", "job=%s status=%s exit_code=%d", j->id,
                          shell_status_name(status), j->has_exit ? j->exit_code : -1);
         }
-        job_save(j);
+        /* written once the calls it wakes are answered (save_rows): the
+         * row is a restart's, no answer waits for it */
+        j->unsaved = true;
+}
+
+static void save_rows(struct shell *sh)
+{
+        for (struct job *j = sh->jobs; j; j = j->next)
+                if (j->unsaved) {
+                        j->unsaved = false;
+                        job_save(j);
+                }
 }
 
 /* A line for whoever reads the job's output: on a terminal in output.log,
@@ -2600,6 +2612,7 @@ void shell_tick(struct shell *sh)
                 else if (c->state == CALL_CONVERT && !c->conv)
                         run_again(c);
         }
+        save_rows(sh);
         if (now >= sh->next_gc_ms) {
                 gc(sh);
                 evict_finished(sh);
@@ -2641,6 +2654,7 @@ unsigned shell_jobs(const struct shell *sh)
  * them ends; the next start adopts them. */
 static void detach_all(struct shell *sh)
 {
+        save_rows(sh); /* the next start adopts from them */
         for (struct binding *b = sh->bindings; b; b = b->next)
                 spare_drop(b); /* a spare has no job to keep */
         /* a binding with nothing running (its jobs over, none left a
