@@ -1831,6 +1831,45 @@ out:
         return r;
 }
 
+/* A job record with nothing attached yet. */
+static struct job *job_new(struct shell *sh, enum shell_mode mode)
+{
+        struct job *j = calloc(1, sizeof(*j));
+        if (j)
+                *j = (struct job){.sh = sh,
+                                  .mode = mode,
+                                  .status = SHELL_CREATED,
+                                  .created = -1,
+                                  .started = -1,
+                                  .ended = -1,
+                                  .kill_at_ms = -1,
+                                  .dirfd = -1,
+                                  .out_rfd = -1,
+                                  .keeper_pidfd = -1,
+                                  .pidfd = -1,
+                                  .sock = -1,
+                                  .tree_fd = {-1, -1}};
+        return j;
+}
+
+/* jobs/<id> (made by new_id): the script (empty for a spare, written at
+ * its go), output.log, stderr.log, and output.log open for reading. */
+static int job_files(struct shell *sh, struct job *j, const char *script, size_t len)
+{
+        j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        int r = j->dirfd < 0 ? -errno : 0;
+        if (r == 0)
+                r = write_file_at(j->dirfd, "script", script, len, 0555);
+        if (r == 0)
+                r = write_file_at(j->dirfd, "output.log", "", 0, 0600);
+        if (r == 0)
+                r = write_file_at(j->dirfd, "stderr.log", "", 0, 0600);
+        if (r == 0 &&
+            (j->out_rfd = openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                r = -errno;
+        return r;
+}
+
 /* A binding's next job, made ahead with its last job's HOME and
  * workspace: directory, files, group, keeper, and a first process that
  * waits in its mount view (keeper.c, child.c). On the loop (shell_tick),
@@ -1849,26 +1888,13 @@ static void spare_make(struct binding *b)
         struct jail_view_rw rw[2] = {{.path = b->spare_home, .fd = -1},
                                      {.path = b->spare_ws, .fd = -1}};
         size_t n_rw = b->spare_ws ? 2 : 1;
-        struct job *j = calloc(1, sizeof(*j));
+        struct job *j = job_new(sh, SHELL_MODE_PTY);
         if (!j)
                 return;
-        *j = (struct job){.sh = sh,
-                          .mode = SHELL_MODE_PTY,
-                          .status = SHELL_CREATED,
-                          .created = -1,
-                          .started = -1,
-                          .ended = -1,
-                          .kill_at_ms = -1,
-                          .dirfd = -1,
-                          .out_rfd = -1,
-                          .keeper_pidfd = -1,
-                          .pidfd = -1,
-                          .sock = -1,
-                          .spare = true,
-                          .b = b,
-                          .serial = b->serial,
-                          .n_trees = n_rw,
-                          .tree_fd = {-1, -1}};
+        j->spare = true;
+        j->b = b;
+        j->serial = b->serial;
+        j->n_trees = n_rw;
         int r = 0;
         for (size_t i = 0; r == 0 && i < n_rw; i++) {
                 const char *rel;
@@ -1882,20 +1908,9 @@ static void spare_make(struct binding *b)
         if (r == 0 &&
             (!(j->home = strdup(b->spare_home)) || (b->spare_ws && !(j->ws = strdup(b->spare_ws)))))
                 r = -ENOMEM;
-        if (r == 0 && (r = new_id(sh, j->id)) == 0 &&
-            (j->dirfd =
-                 openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-                r = -errno;
         /* the script's file is bound into the view now, written at the go */
-        if (r == 0)
-                r = write_file_at(j->dirfd, "script", "", 0, 0555);
-        if (r == 0)
-                r = write_file_at(j->dirfd, "output.log", "", 0, 0600);
-        if (r == 0)
-                r = write_file_at(j->dirfd, "stderr.log", "", 0, 0600);
-        if (r == 0 &&
-            (j->out_rfd = openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-                r = -errno;
+        if (r == 0 && (r = new_id(sh, j->id)) == 0)
+                r = job_files(sh, j, "", 0);
         if (r == 0)
                 r = start_keeper(sh, j, NULL, j->home, rw, n_rw, NULL, 0, 0);
         for (size_t i = 0; i < 2; i++)
@@ -2200,22 +2215,11 @@ static void do_run(struct call *c, int blobfd)
                 }
                 spare_drop(b); /* its trees are not this job's (any more) */
         }
-        if (!(j = calloc(1, sizeof(*j)))) {
+        if (!(j = job_new(sh, c->req.mode))) {
                 reply_error(c, 500, "internal_error", "out of memory");
                 goto out;
         }
-        *j = (struct job){.sh = sh,
-                          .mode = c->req.mode,
-                          .status = SHELL_CREATED,
-                          .created = now_s(),
-                          .started = -1,
-                          .ended = -1,
-                          .kill_at_ms = -1,
-                          .dirfd = -1,
-                          .out_rfd = -1,
-                          .keeper_pidfd = -1,
-                          .pidfd = -1,
-                          .sock = -1};
+        j->created = now_s();
         if ((r = new_id(sh, j->id)) < 0) {
                 reply_error(c, 500, "job_id_collision", "Failed to allocate a unique job id");
                 free(j);
@@ -2225,17 +2229,7 @@ static void do_run(struct call *c, int blobfd)
         j->next = sh->jobs;
         sh->jobs = j;
         j->deadline_ms = monotonic_ms() + sh->cfg->shell_job_timeout * 1000;
-        j->dirfd = openat(sh->jobs_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        r = j->dirfd < 0 ? -errno : 0;
-        if (r == 0)
-                r = write_file_at(j->dirfd, "script", t.script, t.script_len, 0555);
-        if (r == 0)
-                r = write_file_at(j->dirfd, "output.log", "", 0, 0600);
-        if (r == 0)
-                r = write_file_at(j->dirfd, "stderr.log", "", 0, 0600);
-        if (r == 0 &&
-            (j->out_rfd = openat(j->dirfd, "output.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-                r = -errno;
+        r = job_files(sh, j, t.script, t.script_len);
         if (r == 0 && (r = binding_get(sh, binding, &j->b)) == 0) {
                 j->b->jobs++;
                 j->b->idle_ms = 0;
