@@ -2208,13 +2208,18 @@ static void do_run(struct call *c, int blobfd)
         }
         const char *binding = c->req.session_id[0] ? c->req.session_id : t.home;
         struct binding *b = binding_find(sh, binding);
-        if (b && b->spare) {
-                if (spare_fits(b->spare, t.home, rw, n_rw)) {
-                        start_spare(c, b, &t, env);
-                        goto out;
-                }
-                spare_drop(b); /* its trees are not this job's (any more) */
+        if (b && b->spare && spare_fits(b->spare, t.home, rw, n_rw)) {
+                start_spare(c, b, &t, env);
+                goto out;
         }
+        if (b && !b->jobs)
+                /* a lingering binding is taken again only with the very
+                 * trees it had: a HOME removed and made again, or a
+                 * session id used with another HOME, is a new lease
+                 * (maybe another tenant's), which gets new namespaces */
+                binding_free(b);
+        else if (b)
+                spare_drop(b); /* its trees are not this job's (any more) */
         if (!(j = job_new(sh, c->req.mode))) {
                 reply_error(c, 500, "internal_error", "out of memory");
                 goto out;

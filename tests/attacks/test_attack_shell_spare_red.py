@@ -8,7 +8,8 @@ namespaces: SysV IPC objects live in the IPC namespace with no process
 holding them. A binding is named by its key (HOME, or session_id), not by
 the tree: when Dify releases a HOME (its jobs removed, the tree removed
 and made again by a control script) and leases the path to another
-tenant, the new tenant must not join the old tenant's namespaces. Nor
+tenant, the new tenant must not join the old tenant's namespaces (a
+lingering binding is taken again only with the very trees it had). Nor
 must a session_id used again with another HOME.
 
 Then the spare itself: a job of the binding may not reach the next job's
@@ -123,6 +124,7 @@ def test_a_new_tenant_of_a_released_home_finds_nothing_of_the_old_one(sh):
         r, out = run_removed(sh, LEAVE, env={"HOME": h})
         assert r["exit_code"] == 0 and "left" in out, (r, out)
         assert "ipc:refused" in out, out
+        ns_a = field(out, "ns")
         # the spare made from A's tree
         time.sleep(0.2)
         # Dify releases the HOME and leases it again (to another tenant)
@@ -130,10 +132,11 @@ def test_a_new_tenant_of_a_released_home_finds_nothing_of_the_old_one(sh):
         r, out = run_removed(sh, SEE + "\necho mine > \"$HOME/b-file\"", env={"HOME": h})
         assert r["exit_code"] == 0, (r, out)
         # what B wrote is in the HOME it was leased
+        # a new lease of the key: new namespaces, not the lingering ones
         found.append((starts(sh, r["job_id"]), seen(out), field(out, "home"),
-                      os.path.exists(os.path.join(h, "b-file"))))
+                      os.path.exists(os.path.join(h, "b-file")), field(out, "ns") != ns_a))
     print("released HOMEs:", found)
-    assert [f for f in found if f[1:] != (NOTHING, "0", True)] == [], found
+    assert [f for f in found if f[1:] != (NOTHING, "0", True, True)] == [], found
 
 
 def test_a_session_id_used_again_with_another_home_finds_nothing(sh):
@@ -143,10 +146,13 @@ def test_a_session_id_used_again_with_another_home_finds_nothing(sh):
     control(sh, f"mkdir -p '{h1}' '{h2}'")
     r, out = run_removed(sh, LEAVE, env={"HOME": h1}, session_id="conv-reused")
     assert r["exit_code"] == 0 and "left" in out, (r, out)
+    ns_a = field(out, "ns")
     r, out = run_removed(sh, SEE, env={"HOME": h2}, session_id="conv-reused")
     assert r["exit_code"] == 0, (r, out)
     assert starts(sh, r["job_id"]) == "cold", sh.log[-2000:]
     assert (seen(out), field(out, "home")) == (NOTHING, "0"), out
+    # the lingering binding is not taken again for another HOME
+    assert field(out, "ns") != ns_a, out
 
 
 def test_the_same_tenant_warm_again_finds_nothing_of_its_removed_job(sh):
