@@ -744,7 +744,8 @@ class ShellDaemon(Daemon):
 
     def shell_reset(self):
         """Delete every job (force, no grace), then nothing of them may be
-        left: no process of the jobs' UID, no job cgroup, no job directory."""
+        left, once their bindings have ended (shell.binding_linger): no
+        process of the jobs' UID, no job cgroup, no job directory."""
         c = self.client
         for j in c.list(limit=200):
             try:
@@ -752,7 +753,9 @@ class ShellDaemon(Daemon):
             except ShellError as e:
                 assert e.code == "job_not_found", e  # removed by retention meanwhile
         assert c.list(limit=200) == []
-        eventually(self.check_shell_idle, scaled(5))
+        # bindings whose jobs are all removed end shell.binding_linger later
+        linger = float(self.shell_settings.get("binding_linger", 0))
+        eventually(self.check_shell_idle, scaled(5) + linger)
 
     def assert_serving(self):
         """Both APIs answer: /health and a run, /healthz and a job."""
