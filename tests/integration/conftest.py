@@ -391,6 +391,8 @@ class Daemon:
         if self.proc.poll() is not None:
             pytest.fail(f"lockboxd exited early with {self.proc.returncode}:\n{self.log[-4000:]}")
         kids = children_of(self.pid)
+        # what each was, to tell a survivor from a number used again
+        self.kid_names = {k: (proc_status(k) or {}).get("Name", "?") for k in kids}
         self.proc.send_signal(signal.SIGTERM)
         return kids
 
@@ -406,10 +408,22 @@ class Daemon:
         assert rc == 0, f"lockboxd exited with {rc} after SIGTERM:\n{self.log[-4000:]}"
         self.assert_nothing_left(kids)
 
+    def describe_survivor(self, pid):
+        st = proc_status(pid) or {}
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read(200).replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            cmd = "?"
+        was = getattr(self, "kid_names", {}).get(pid, "?")
+        return (f"{pid} (at SIGTERM: {was}; now: {st.get('Name', 'gone')}, "
+                f"state {st.get('State', '?')}, parent {st.get('PPid', '?')}, {cmd!r})")
+
     def assert_nothing_left(self, kids):
         still = [k for k in kids if proc_status(k) is not None
                  and proc_status(k).get("State", "").split()[0] != "Z"]
-        assert not still, f"daemon's child processes survived it: {still}"
+        assert not still, "daemon's child processes survived it: " + "; ".join(
+            self.describe_survivor(k) for k in still)
         left = processes_in_uid_range(self.uid_min, self.uid_max)
         assert not left, f"processes left in UID range {self.uid_min}-{self.uid_max}: {left}"
         for d in list(self.cgroup_dirs.values()) + self.cgroup_own:
