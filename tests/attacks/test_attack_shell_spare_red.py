@@ -101,6 +101,21 @@ def field(out, name):
     raise AssertionError(f"no {name}: in {out!r}")
 
 
+def hold_namespace(ns):
+    """An fd on the namespace named NS ("ipc:[inode]") through a process
+    still in it, or None. Held, the namespace cannot be freed, so a new
+    one cannot get its inode number: the kernel gives a freed namespace's
+    number to the next one made."""
+    kind = ns.split(":", 1)[0]
+    for pid in (n for n in os.listdir("/proc") if n.isdigit()):
+        try:
+            if os.readlink(f"/proc/{pid}/ns/{kind}") == ns:
+                return os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+    return None
+
+
 def spares(d):
     return [p for p in d.shell_processes() if p[1] == "lockbox-spare"]
 
@@ -125,11 +140,16 @@ def test_a_new_tenant_of_a_released_home_finds_nothing_of_the_old_one(sh):
         assert r["exit_code"] == 0 and "left" in out, (r, out)
         assert "ipc:refused" in out, out
         ns_a = field(out, "ns")
+        held = hold_namespace(ns_a)  # its number is not given to B's, below
+        assert held is not None, f"no process in the lingering binding's {ns_a}"
         # the spare made from A's tree
         time.sleep(0.2)
         # Dify releases the HOME and leases it again (to another tenant)
         control(sh, f"rm -rf '{h}'\nmkdir '{h}'")
-        r, out = run_removed(sh, SEE + "\necho mine > \"$HOME/b-file\"", env={"HOME": h})
+        try:
+            r, out = run_removed(sh, SEE + "\necho mine > \"$HOME/b-file\"", env={"HOME": h})
+        finally:
+            os.close(held)
         assert r["exit_code"] == 0, (r, out)
         # what B wrote is in the HOME it was leased
         # a new lease of the key: new namespaces, not the lingering ones
@@ -147,12 +167,17 @@ def test_a_session_id_used_again_with_another_home_finds_nothing(sh):
     r, out = run_removed(sh, LEAVE, env={"HOME": h1}, session_id="conv-reused")
     assert r["exit_code"] == 0 and "left" in out, (r, out)
     ns_a = field(out, "ns")
-    r, out = run_removed(sh, SEE, env={"HOME": h2}, session_id="conv-reused")
-    assert r["exit_code"] == 0, (r, out)
-    assert starts(sh, r["job_id"]) == "cold", sh.log[-2000:]
-    assert (seen(out), field(out, "home")) == (NOTHING, "0"), out
-    # the lingering binding is not taken again for another HOME
-    assert field(out, "ns") != ns_a, out
+    held = hold_namespace(ns_a)  # the binding lingers (4 s): its init is in it
+    assert held is not None, f"no process in the lingering binding's {ns_a}"
+    try:
+        r, out = run_removed(sh, SEE, env={"HOME": h2}, session_id="conv-reused")
+        assert r["exit_code"] == 0, (r, out)
+        assert starts(sh, r["job_id"]) == "cold", sh.log[-2000:]
+        assert (seen(out), field(out, "home")) == (NOTHING, "0"), out
+        # the lingering binding is not taken again for another HOME
+        assert field(out, "ns") != ns_a, out
+    finally:
+        os.close(held)
 
 
 def test_the_same_tenant_warm_again_finds_nothing_of_its_removed_job(sh):
