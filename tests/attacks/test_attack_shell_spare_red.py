@@ -101,13 +101,14 @@ def field(out, name):
     raise AssertionError(f"no {name}: in {out!r}")
 
 
-def hold_namespace(ns):
+def hold_namespace(d, ns):
     """An fd on the namespace named NS ("ipc:[inode]") through a process
-    still in it, or None. Held, the namespace cannot be freed, so a new
-    one cannot get its inode number: the kernel gives a freed namespace's
-    number to the next one made."""
+    of the jobs' UID still in it (a lingering binding's init), or None.
+    Held, the namespace cannot be freed, so a new one cannot get its inode
+    number: the kernel gives a freed namespace's number to the next one
+    made."""
     kind = ns.split(":", 1)[0]
-    for pid in (n for n in os.listdir("/proc") if n.isdigit()):
+    for pid, _, _ in d.shell_processes():
         try:
             if os.readlink(f"/proc/{pid}/ns/{kind}") == ns:
                 return os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
@@ -140,7 +141,7 @@ def test_a_new_tenant_of_a_released_home_finds_nothing_of_the_old_one(sh):
         assert r["exit_code"] == 0 and "left" in out, (r, out)
         assert "ipc:refused" in out, out
         ns_a = field(out, "ns")
-        held = hold_namespace(ns_a)  # its number is not given to B's, below
+        held = hold_namespace(sh, ns_a)  # its number is not given to B's, below
         assert held is not None, f"no process in the lingering binding's {ns_a}"
         # the spare made from A's tree
         time.sleep(0.2)
@@ -167,7 +168,7 @@ def test_a_session_id_used_again_with_another_home_finds_nothing(sh):
     r, out = run_removed(sh, LEAVE, env={"HOME": h1}, session_id="conv-reused")
     assert r["exit_code"] == 0 and "left" in out, (r, out)
     ns_a = field(out, "ns")
-    held = hold_namespace(ns_a)  # the binding lingers (4 s): its init is in it
+    held = hold_namespace(sh, ns_a)  # the binding lingers (4 s): its init is in it
     assert held is not None, f"no process in the lingering binding's {ns_a}"
     try:
         r, out = run_removed(sh, SEE, env={"HOME": h2}, session_id="conv-reused")
