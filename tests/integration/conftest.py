@@ -171,6 +171,7 @@ class Daemon:
         self.session = None
         self.cgroup_dirs, self.cgroup_own = {}, []
         self.stopped = False
+        self.kid_names = {}  # pid: name of each child at SIGTERM (sigterm())
         # LOCKBOX_TEST_MODE=cold runs the whole suite against cold daemons.
         mode = (config.get("warm") or {}).get("mode") or os.environ.get("LOCKBOX_TEST_MODE", "warm")
         self.base_config = merge({"warm": {"mode": mode}}, config)
@@ -415,7 +416,7 @@ class Daemon:
                 cmd = f.read(200).replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             cmd = "?"
-        was = getattr(self, "kid_names", {}).get(pid, "?")
+        was = self.kid_names.get(pid, "?")
         return (f"{pid} (at SIGTERM: {was}; now: {st.get('Name', 'gone')}, "
                 f"state {st.get('State', '?')}, parent {st.get('PPid', '?')}, {cmd!r})")
 
